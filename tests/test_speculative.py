@@ -1,0 +1,197 @@
+"""Speculative semantics: tokens charged vs advanced, acceptance, budget, KV, preemption."""
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import small
+from vidur_specdec import run_vidur_sarathi, simulate
+from vidur_specdec.acceptance import expected_tokens_per_step
+from vidur_specdec.scheduler import SpecSarathiReplicaScheduler
+
+
+def _tokens_right(res):
+    r = res.requests
+    assert len(r) == res.summary["num_requests"]
+    assert (r["output_tokens"] == 1 + r["verify_steps"] + r["accepted_tokens"]).all()
+    assert (r["accepted_tokens"] <= r["proposed_tokens"]).all()
+    assert r[["ttft_ms", "e2e_ms"]].notna().all().all()
+    assert (r["completed_at_s"] >= r["first_token_s"]).all()
+    assert (r["first_token_s"] > r["arrived_at_s"]).all()
+
+
+@pytest.mark.parametrize("method", ["none", "ngram", "fixed", "draft_model"])
+def test_every_request_gets_exactly_its_tokens(method):
+    res = simulate(small(method=method))
+    _tokens_right(res)
+    if method != "none":
+        assert res.summary["accepted_tokens"] > 0
+
+
+@pytest.mark.parametrize("k0", [{"method": "none"}, {"num_speculative_tokens": 0}])
+def test_no_speculation_equals_vidur_sarathi(k0):
+    cfg = small(num_requests=80, qps=6.0)
+    cfg["speculative"].update(k0)
+    ours = simulate(cfg).requests
+    vidur = run_vidur_sarathi(cfg)
+    np.testing.assert_array_equal(ours["first_token_s"].to_numpy(), vidur["first_token_s"].to_numpy())
+    np.testing.assert_array_equal(ours["completed_at_s"].to_numpy(), vidur["completed_at_s"].to_numpy())
+    assert (ours["accepted_tokens"] == 0).all()
+
+
+def test_alpha_one_advances_k_plus_one_clamped_at_end():
+    k = 4
+    res = simulate(small(alpha=1.0, k=k))
+    r = res.requests
+    # every decode step keeps all guesses; each request needs ceil((out-1)/(k+1)) steps
+    expected_steps = np.ceil((r["output_tokens"] - 1) / (k + 1)).astype(int)
+    assert (r["verify_steps"] == expected_steps).all()
+    s = res.steps
+    assert (s["accepted_tokens"] == s["spec_tokens"]).all()
+
+
+def test_mean_tokens_per_verify_step_matches_formula():
+    alpha, k = 0.6, 4
+    cfg = small(num_requests=30, qps=0.05, alpha=alpha, k=k)
+    cfg["workload"]["output_tokens"] = {"dist": "fixed", "value": 1500}
+    cfg["workload"]["prompt_tokens"] = {"dist": "fixed", "value": 64}
+    res = simulate(cfg)
+    got = res.summary["mean_tokens_per_verify_step"]
+    want = expected_tokens_per_step(alpha, k)
+    assert abs(got / want - 1) < 0.02, (got, want)
+
+
+def test_per_position_and_histogram_acceptance():
+    base = small(num_requests=30, qps=0.5, k=3)
+    base["workload"]["output_tokens"] = {"dist": "fixed", "value": 600}
+    pos = dict(base, speculative={"method": "ngram", "num_speculative_tokens": 3,
+                                  "acceptance_per_position": [0.9, 0.5, 0.1]})
+    hist = dict(base, speculative={"method": "ngram", "num_speculative_tokens": 3,
+                                   "acceptance_histogram": [0.1, 0.45, 0.405, 0.045]})
+    a, b = simulate(pos).summary, simulate(hist).summary
+    want = 1 + 0.45 + 2 * 0.405 + 3 * 0.045  # same pmf either way
+    assert a["mean_tokens_per_verify_step"] == pytest.approx(want, rel=0.03)
+    assert a["accepted_tokens"] == b["accepted_tokens"]  # identical pmf, identical streams
+
+
+def test_acceptance_stream_is_independent_of_load():
+    # low loads: no budget shortening, so each request sees the same draws
+    lo = simulate(small(qps=0.5)).requests
+    hi = simulate(small(qps=2.0)).requests
+    assert (lo["proposed_tokens"] == hi["proposed_tokens"]).all()
+    assert (lo["accepted_tokens"] == hi["accepted_tokens"]).all()
+
+
+def test_per_token_verify_never_cheaper_than_shared_kv():
+    # static arrivals: the schedule does not depend on step times, so steps line up one to one
+    runs = {}
+    for mode in ("shared_kv", "interpolated", "per_token"):
+        cfg = small(num_requests=40, k=8, alpha=0.5)
+        cfg["workload"]["arrival"] = "static"
+        cfg["speculative"]["verify_attention"] = mode
+        runs[mode] = simulate(cfg)
+    lo, mid, hi = (runs[m].steps for m in ("shared_kv", "interpolated", "per_token"))
+    assert len(lo) == len(hi) == len(mid)
+    assert (lo["num_tokens"].to_numpy() == hi["num_tokens"].to_numpy()).all()
+    assert (hi["verify_ms"].to_numpy() >= lo["verify_ms"].to_numpy()).all()
+    assert (mid["verify_ms"].to_numpy() >= lo["verify_ms"].to_numpy()).all()
+    assert (mid["verify_ms"].to_numpy() <= hi["verify_ms"].to_numpy()).all()
+    spec = lo["spec_tokens"] > 0
+    assert (hi["verify_ms"][spec] > lo["verify_ms"][spec]).any()
+    assert runs["per_token"].summary["tpot_ms"]["p50"] > runs["shared_kv"].summary["tpot_ms"]["p50"]
+
+
+def test_alpha_zero_is_slower_than_no_speculation():
+    none = simulate(small(method="none")).summary
+    spec = simulate(small(alpha=0.0)).summary
+    assert spec["accepted_tokens"] == 0
+    assert spec["tpot_ms"]["p50"] > none["tpot_ms"]["p50"]
+    assert spec["verify_steps"] == none["verify_steps"]
+
+
+def test_good_acceptance_speeds_up_tpot_at_low_load():
+    none = simulate(small(method="none", qps=1.0)).summary
+    spec = simulate(small(alpha=0.8, qps=1.0)).summary
+    assert spec["tpot_ms"]["p50"] < none["tpot_ms"]["p50"]
+
+
+def test_verify_tokens_fit_the_chunk_budget():
+    cfg = small(num_requests=80, k=8, alpha=0.7)
+    cfg["workload"]["arrival"] = "static"
+    cfg["scheduler"] = {"chunk_size": 64}
+    res = simulate(cfg)
+    s = res.steps
+    # verify tokens are shortened to fit; only one-token decodes may exceed the budget (Sarathi's rule)
+    assert (s["num_tokens"] <= np.maximum(64, s["decode_reqs"])).all()
+    assert ((s["num_tokens"] <= 64) | (s["spec_tokens"] == 0)).all()
+    assert (s["spec_tokens"] < 8 * s["decode_reqs"]).any()  # some drafts were shortened
+    _tokens_right(res)
+
+
+def test_lookahead_kv_is_held_before_every_verify_step(monkeypatch):
+    seen = []
+    orig = SpecSarathiReplicaScheduler._get_next_batch
+
+    def checked(self, time):
+        batch = orig(self, time)
+        if batch is not None:
+            bs = self._cache_config.block_size
+            for req, q in zip(batch.requests, batch.num_q_tokens):
+                if req.is_prefill_complete and q > 1:
+                    assert self._allocation_map[req.id] * bs >= req.num_processed_tokens + q
+                    seen.append(q)
+        return batch
+
+    monkeypatch.setattr(SpecSarathiReplicaScheduler, "_get_next_batch", checked)
+    cfg = small(num_requests=40, k=6)
+    cfg["scheduler"] = {"num_blocks": 300}
+    _tokens_right(simulate(cfg))
+    assert seen
+
+
+@pytest.mark.parametrize("method", ["none", "ngram", "draft_model"])
+def test_forced_preemption_keeps_every_token_right(method):
+    cfg = small(num_requests=60, method=method, k=6)
+    cfg["workload"]["arrival"] = "static"
+    cfg["scheduler"] = {"num_blocks": 150}
+    res = simulate(cfg)
+    assert res.summary["restarts"] > 0
+    _tokens_right(res)
+
+
+def test_draft_model_shrinks_kv_blocks_and_costs_time():
+    ngram = simulate(small(method="ngram")).summary
+    draft = simulate(small(method="draft_model")).summary
+    assert draft["kv_blocks_target"] < ngram["kv_blocks_target"]
+    assert draft["kv_blocks_draft"] == draft["kv_blocks_target"]
+    assert ngram["kv_blocks_draft"] == 0
+    assert draft["draft_ms_total"] > ngram["draft_ms_total"] > 0
+    assert draft["ttft_ms"]["p50"] > ngram["ttft_ms"]["p50"]  # the drafter prefills each prompt too
+
+
+def test_runs_are_deterministic_and_repeatable_in_one_process():
+    a = simulate(small())
+    b = simulate(small(method="none"))
+    c = simulate(small())
+    assert a.requests.equals(c.requests)
+    assert a.steps.equals(c.steps)
+    assert not a.requests.equals(b.requests)
+    assert a.summary == c.summary
+
+
+def test_trace_workload(tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at_s,prompt_tokens,output_tokens\n0.0,100,20\n0.5,300,1\n0.2,50,64\n")
+    cfg = small()
+    cfg["workload"] = {"arrival": "trace", "trace_file": str(trace)}
+    res = simulate(cfg)
+    assert list(res.requests["prompt_tokens"]) == [100, 50, 300]
+    assert math.isnan(res.requests["tpot_ms"].iloc[2])  # one output token: no TPOT
+    _tokens_right(res)
+
+
+def test_measured_profile_mode(measured_profiles):
+    res = simulate(small(num_requests=30), overrides=[f"profiles={measured_profiles}"])
+    _tokens_right(res)
+    assert "attention.sample.csv" in res.summary["profiles"]["target_attention"]

@@ -1,0 +1,322 @@
+"""Run configuration: schema, defaults, validation and ``--set`` overrides.
+
+A run config is a YAML mapping whose shape is the dataclasses below. Every
+field carries its allowed range in its metadata, so one generic validator
+checks any config and names the offending key::
+
+    speculative.acceptance_rate: must be a number in [0, 1], got 1.5
+
+Units: times in ms unless the name ends in ``_s``; lengths in tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+import yaml
+
+from vidur_specdec.models import KNOWN_MODELS
+
+
+class ConfigError(ValueError):
+    """A bad config value; the message is one line naming the key."""
+
+
+def _f(default, *, lo=None, hi=None, choices=None, doc=""):
+    """A dataclass field with validation metadata (``lo``/``hi`` inclusive)."""
+    meta = {"lo": lo, "hi": hi, "choices": choices, "doc": doc}
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+LENGTH_DISTS = ("fixed", "uniform", "lognormal")
+
+
+@dataclass
+class LengthDist:
+    """A seeded token-length distribution.
+
+    ``fixed`` uses ``value``; ``uniform`` draws integers in [min, max];
+    ``lognormal`` (heavier tail) draws exp(N(ln median, sigma)) clipped to [min, max].
+    """
+
+    dist: str = _f("fixed", choices=LENGTH_DISTS)
+    value: int = _f(256, lo=1, hi=1_000_000)
+    min: int = _f(1, lo=1, hi=1_000_000)
+    max: int = _f(4096, lo=1, hi=1_000_000)
+    median: float = _f(256.0, lo=1.0, hi=1_000_000.0)
+    sigma: float = _f(1.0, lo=0.0, hi=5.0)
+
+    def bounds(self) -> tuple:
+        """Smallest and largest length this distribution can produce (tokens)."""
+        if self.dist == "fixed":
+            return self.value, self.value
+        return self.min, self.max
+
+
+@dataclass
+class WorkloadConfig:
+    num_requests: int = _f(300, lo=1, hi=10_000_000)
+    arrival: str = _f("poisson", choices=("poisson", "static", "trace"),
+                      doc="poisson: exponential gaps at qps; static: all at t=0; trace: trace_file")
+    qps: float = _f(1.0, lo=1e-6, hi=1e6, doc="requests per second (poisson)")
+    trace_file: Optional[str] = _f(None, doc="CSV/JSONL with arrived_at_s, prompt_tokens, output_tokens")
+    prompt_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=512, sigma=0.7, min=16, max=2048))
+    output_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=192, sigma=0.7, min=8, max=1024))
+
+
+@dataclass
+class SchedulerConfig:
+    """Sarathi replica scheduler (pipeline parallel 1, tensor parallel 1)."""
+
+    chunk_size: int = _f(512, lo=1, hi=1_000_000, doc="token budget per step (prefill chunks + verify tokens)")
+    batch_size_cap: int = _f(128, lo=1, hi=100_000)
+    block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block")
+    num_blocks: Optional[int] = _f(None, lo=1, hi=100_000_000, doc="target KV blocks; null = from GPU memory")
+    watermark_blocks_fraction: float = _f(0.01, lo=0.0, hi=0.5)
+    memory_margin_fraction: float = _f(0.1, lo=0.0, hi=0.9, doc="GPU memory kept free (activations, runtime)")
+
+
+METHODS = ("none", "ngram", "fixed", "draft_model")
+VERIFY_ATTENTION = ("shared_kv", "per_token", "interpolated")
+MAX_K = 16
+
+
+@dataclass
+class SpeculativeConfig:
+    method: str = _f("ngram", choices=METHODS)
+    num_speculative_tokens: int = _f(4, lo=0, hi=MAX_K, doc="k, guesses per verify step")
+    acceptance_rate: Optional[float] = _f(0.7, lo=0.0, hi=1.0, doc="alpha, i.i.d. per guess")
+    acceptance_per_position: Optional[List[float]] = _f(None, lo=0.0, hi=1.0,
+                                                        doc="conditional rates alpha_1..alpha_k")
+    acceptance_histogram: Optional[List[float]] = _f(None, lo=0.0, hi=1.0,
+                                                     doc="P(accepted = 0..k) at full k")
+    verify_attention: str = _f("shared_kv", choices=VERIFY_ATTENTION)
+    verify_interpolation_weight: float = _f(0.5, lo=0.0, hi=1.0,
+                                            doc="lambda: interpolated = lambda*per_token + (1-lambda)*shared_kv")
+    ngram_cost_ms: float = _f(0.1, lo=0.0, hi=1e4, doc="CPU n-gram lookup, ms per step that proposes")
+    fixed_cost_ms: float = _f(0.5, lo=0.0, hi=1e4, doc="ms per proposal round (one guess per request)")
+    draft_model: str = _f("JackFram/llama-160m", choices=tuple(KNOWN_MODELS))
+    draft_profiles: Optional[str] = _f(None, doc="profile root for the drafter; null = same as profiles")
+
+    def acceptance_input(self) -> Optional[str]:
+        """Which acceptance input is used: the most specific one given (histogram > per_position > rate)."""
+        for name in ("acceptance_histogram", "acceptance_per_position", "acceptance_rate"):
+            if getattr(self, name) is not None:
+                return name
+        return None
+
+    @property
+    def enabled(self) -> bool:
+        """True when verify steps carry guesses (method set and k > 0)."""
+        return self.method != "none" and self.num_speculative_tokens > 0
+
+
+@dataclass
+class RunConfig:
+    seed: int = _f(0, lo=0, hi=2**32 - 1)
+    model: str = _f("meta-llama/Llama-2-7b-hf", choices=tuple(KNOWN_MODELS))
+    device: str = _f("a100", choices=("a100",))
+    profiles: str = _f("shipped", doc="'shipped' or a directory in Vidur's profile layout")
+    workload: WorkloadConfig = _f(WorkloadConfig())
+    scheduler: SchedulerConfig = _f(SchedulerConfig())
+    speculative: SpeculativeConfig = _f(SpeculativeConfig())
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _type_name(tp) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return f"{_type_name(args[0])} or null"
+    if origin in (list, List):
+        return f"a list of {_type_name(typing.get_args(tp)[0])}s"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true/false"}.get(tp, str(tp))
+
+
+def _range_text(meta, tp) -> str:
+    lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
+    if choices:
+        return "one of " + ", ".join(choices)
+    if lo is not None and hi is not None:
+        return f"{_type_name(tp)} in [{lo:g}, {hi:g}]"
+    return _type_name(tp)
+
+
+def _coerce(key: str, value: Any, tp, meta) -> Any:
+    """Check one value against its declared type and range; return it normalised."""
+    origin = typing.get_origin(tp)
+    if origin is Union:
+        if value is None:
+            return None
+        inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
+        return _coerce(key, value, inner, meta)
+    bad = ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}")
+    if origin in (list, List):
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        inner = typing.get_args(tp)[0]
+        return [_coerce(f"{key}[{i}]", v, inner, meta) for i, v in enumerate(value)]
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise bad
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad
+        value = float(value)
+        if value != value:  # NaN
+            raise bad
+    elif tp is str:
+        if not isinstance(value, str):
+            raise bad
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise bad
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if tp in (int, float) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
+        raise bad
+    return value
+
+
+def _build(cls, data: Mapping, prefix: str, base=None):
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix or 'config'}: must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fmap = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in data if k not in fmap]
+    if unknown:
+        key = f"{prefix}{unknown[0]}"
+        raise ConfigError(f"{key}: unknown key; allowed under {prefix.rstrip('.') or 'top level'}: "
+                          + ", ".join(fmap))
+    obj = copy.deepcopy(base) if base is not None else cls()
+    for name, value in data.items():
+        tp, meta = hints[name], fmap[name].metadata
+        if dataclasses.is_dataclass(tp):
+            setattr(obj, name, _build(tp, value, f"{prefix}{name}.", getattr(obj, name)))
+        else:
+            setattr(obj, name, _coerce(f"{prefix}{name}", value, tp, meta))
+    return obj
+
+
+def _check_cross_fields(cfg: RunConfig) -> None:
+    """Constraints between fields; each error names the key to change."""
+    w, s = cfg.workload, cfg.speculative
+    for name in ("prompt_tokens", "output_tokens"):
+        d: LengthDist = getattr(w, name)
+        if d.dist != "fixed" and d.min > d.max:
+            raise ConfigError(f"workload.{name}.min: must be <= workload.{name}.max ({d.max}), got {d.min}")
+    if w.output_tokens.bounds()[0] < 1:
+        raise ConfigError("workload.output_tokens: must produce at least 1 token")
+    max_len = KNOWN_MODELS[cfg.model].max_model_len
+    longest = w.prompt_tokens.bounds()[1] + w.output_tokens.bounds()[1]
+    if w.arrival != "trace" and longest > max_len:
+        raise ConfigError(f"workload.prompt_tokens: longest prompt + longest output = {longest} tokens "
+                          f"exceeds {cfg.model}'s max_model_len {max_len}")
+    if w.arrival == "trace" and not w.trace_file:
+        raise ConfigError("workload.trace_file: required when workload.arrival is trace")
+    if not s.enabled:
+        return
+    k = s.num_speculative_tokens
+    if s.acceptance_input() is None:
+        raise ConfigError("speculative.acceptance_rate: speculation needs one of acceptance_rate, "
+                          "acceptance_per_position, acceptance_histogram")
+    if s.acceptance_per_position is not None and len(s.acceptance_per_position) != k:
+        raise ConfigError(f"speculative.acceptance_per_position: must have k = {k} entries, "
+                          f"got {len(s.acceptance_per_position)}")
+    if s.acceptance_histogram is not None:
+        h = s.acceptance_histogram
+        if len(h) != k + 1:
+            raise ConfigError(f"speculative.acceptance_histogram: must have k + 1 = {k + 1} entries, got {len(h)}")
+        if abs(sum(h) - 1.0) > 1e-6:
+            raise ConfigError(f"speculative.acceptance_histogram: must sum to 1, got {sum(h):.6g}")
+
+
+def from_dict(data: Optional[Mapping]) -> RunConfig:
+    """Validate a (possibly partial) mapping and return a full :class:`RunConfig`.
+
+    Missing keys take their defaults. Raises :class:`ConfigError` with one line
+    naming the first bad key and what is allowed.
+    """
+    cfg = _build(RunConfig, data or {}, "")
+    _check_cross_fields(cfg)
+    return cfg
+
+
+def parse_set(assignment: str) -> tuple:
+    """Split ``key.path=value``; the value is parsed as YAML (``4``, ``0.8``, ``[0.9, 0.8]``, ``null``)."""
+    if "=" not in assignment:
+        raise ConfigError(f"--set {assignment}: expected key.path=value")
+    key, raw = assignment.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"--set {assignment}: empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def apply_overrides(data: Dict, overrides: List[str]) -> Dict:
+    """Return a copy of ``data`` with each ``key.path=value`` override applied."""
+    out = copy.deepcopy(data) if data else {}
+    for assignment in overrides or []:
+        key, value = parse_set(assignment)
+        node = out
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, cannot set {key}")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def read_yaml(path: Union[str, Path]) -> Dict:
+    """Read a YAML mapping; a missing or unparsable file is a :class:`ConfigError`."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"--config: file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise ConfigError(f"--config: {p} is not valid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config: {p} must hold a mapping at top level")
+    return data
+
+
+def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Optional[List[str]] = None) -> RunConfig:
+    """Load a config from a path, a mapping or a :class:`RunConfig`, applying ``overrides``."""
+    if isinstance(source, RunConfig):
+        data = source.to_dict()
+    elif isinstance(source, (str, Path)):
+        data = read_yaml(source)
+    else:
+        data = dict(source or {})
+    return from_dict(apply_overrides(data, overrides or []))

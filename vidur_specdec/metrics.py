@@ -1,0 +1,123 @@
+"""The project's own tables: requests, steps and a summary.
+
+Vidur's ``MetricsStore`` assumes one token per iteration and calls a verify
+request a prefill, so :class:`StepRecorder` replaces it inside the simulator
+(same hooks, duck-typed) and records one row per engine step, named like a
+real engine's step log. Times: ``*_s`` seconds of simulated time, ``*_ms``
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Sequence
+
+import numpy as np
+import pandas as pd
+
+REQUEST_COLUMNS = [
+    "request_id", "arrived_at_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms",
+    "verify_steps", "proposed_tokens", "accepted_tokens", "restarts", "scheduled_at_s",
+    "first_token_s", "completed_at_s",
+]
+STEP_COLUMNS = [
+    "step", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "spec_tokens",
+    "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms",
+]
+
+
+class StepRecorder:
+    """Records one row per engine step; a drop-in for Vidur's ``MetricsStore`` hooks."""
+
+    def __init__(self) -> None:
+        self.rows: List[tuple] = []
+
+    # Vidur hooks -------------------------------------------------------------
+    def on_request_arrival(self, time, request) -> None:
+        pass
+
+    def on_replica_schedule(self, time, replica_id, memory_usage_percent) -> None:
+        pass
+
+    def on_replica_stage_schedule(self, time, replica_id, stage_id, batch_stage, execution_time) -> None:
+        """Called when a step starts: read its composition before progress is applied."""
+        decode_reqs = spec_tokens = prefill_tokens = ctx_tokens = accepted = 0
+        for req, q, kv in zip(batch_stage.requests, batch_stage.num_q_tokens, batch_stage.num_kv_tokens):
+            ctx_tokens += kv - q
+            planned = req.planned
+            if planned is None:
+                prefill_tokens += q
+            else:
+                decode_reqs += 1
+                spec_tokens += planned[0]
+                accepted += planned[1]
+        self.rows.append((
+            len(self.rows), time, execution_time.total_time * 1e3, len(batch_stage.requests),
+            sum(batch_stage.num_q_tokens), decode_reqs, spec_tokens, prefill_tokens, ctx_tokens,
+            accepted, execution_time.draft_ms, execution_time.verify_ms,
+        ))
+
+    def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:
+        pass
+
+    def on_batch_end(self, time, batch, replica_id, memory_usage_percent) -> None:
+        pass
+
+    def plot(self) -> None:
+        pass
+
+    # tables ------------------------------------------------------------------
+    def steps_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows, columns=STEP_COLUMNS)
+
+
+def requests_frame(requests: Sequence) -> pd.DataFrame:
+    """One row per request (all must be completed SpecRequests), in workload order."""
+    rows = []
+    for r in requests:
+        first = r._prefill_completed_at
+        done = r._completed_at
+        n = r.output_tokens
+        tpot = (done - first) / (n - 1) * 1e3 if n > 1 else math.nan
+        rows.append((
+            r.index, r.arrived_at, r.prompt_tokens, n, (first - r.arrived_at) * 1e3, tpot,
+            (done - r.arrived_at) * 1e3, r.verify_steps, r.proposed_tokens, r.accepted_tokens,
+            r.num_restarts, r._scheduled_at, first, done,
+        ))
+    return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
+
+
+def _pct(x: pd.Series) -> Dict[str, float]:
+    x = x.dropna().to_numpy(float)
+    if len(x) == 0:
+        return {"p50": math.nan, "p90": math.nan, "p99": math.nan, "mean": math.nan}
+    p = np.percentile(x, [50, 90, 99])
+    return {"p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]), "mean": float(x.mean())}
+
+
+def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
+    """Run summary: latency percentiles (ms), throughput (output tokens/s), acceptance drawn."""
+    verify = int(req["verify_steps"].sum())
+    accepted = int(req["accepted_tokens"].sum())
+    proposed = int(req["proposed_tokens"].sum())
+    span = float(req["completed_at_s"].max() - req["arrived_at_s"].min())
+    out = {
+        "num_requests": int(len(req)),
+        "ttft_ms": _pct(req["ttft_ms"]),
+        "tpot_ms": _pct(req["tpot_ms"]),
+        "e2e_ms": _pct(req["e2e_ms"]),
+        "output_tokens": int(req["output_tokens"].sum()),
+        "makespan_s": span,
+        "throughput_tok_s": float(req["output_tokens"].sum() / span) if span > 0 else math.nan,
+        "num_steps": int(len(steps)),
+        "verify_steps": verify,
+        "mean_tokens_per_verify_step": (verify + accepted) / verify if verify else math.nan,
+        "proposed_tokens": proposed,
+        "accepted_tokens": accepted,
+        "accepted_per_proposed": accepted / proposed if proposed else math.nan,
+        "mean_step_ms": float(steps["duration_ms"].mean()) if len(steps) else math.nan,
+        "draft_ms_total": float(steps["draft_ms"].sum()),
+        "restarts": int(req["restarts"].sum()),
+    }
+    out.update(extra)
+    return out

@@ -1,0 +1,441 @@
+"""Operator-time predictor: fitted from a profile in Vidur's CSV schema.
+
+Two layers:
+
+* :class:`OperatorTimeModel` — per-layer operator times (ms) of one model on one
+  device, fitted from ``mlp.csv`` + ``attention.csv``. Linear/elementwise ops
+  are piecewise-linear in the step's token count; decode attention is a 2-D
+  table over (decoding requests, mean context); prefill attention a 2-D table
+  over (context before the chunk, chunk tokens). Tables are made monotone
+  (more tokens, bigger batches or longer contexts are never cheaper). The
+  target and the drafter each get their own model, fitted separately.
+* :class:`SpecDecExecutionTimePredictor` — the Vidur predictor registered under
+  :data:`SPECDEC_PREDICTOR`. It tells a verify request from a prefill chunk by
+  ``request.is_prefill_complete`` (not by ``num_q_tokens == 1``), prices verify
+  attention with the configured :mod:`~vidur_specdec.verify_cost` policy and
+  adds the proposer's time to every step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+from scipy.interpolate import griddata
+from vidur.config import BaseExecutionTimePredictorConfig
+from vidur.execution_time_predictor import (
+    BaseExecutionTimePredictor,
+    ExecutionTimePredictorRegistry,
+)
+from vidur.types import BaseIntEnum
+
+from vidur_specdec.config import ConfigError
+
+# Linear / elementwise ops charged on every query token of a step, by Vidur's names.
+LINEAR_OPS = (
+    "attn_pre_proj",
+    "attn_post_proj",
+    "attn_rope",
+    "mlp_up_proj",
+    "mlp_down_proj",
+    "mlp_act",
+    "input_layernorm",
+    "post_attention_layernorm",
+    "add",
+)
+# Ops that make up Vidur's per-layer model time (kv_cache_save and emb are not counted by Vidur).
+LAYER_OPS = LINEAR_OPS
+
+LINEAR_TABLE_TOKENS = 16384  # linear-op tables cover 0..this many tokens; beyond, time scales linearly
+KV_STEP = 32  # tokens between context grid points of the attention tables
+CHUNK_STEP = 32  # tokens between chunk grid points of the prefill-attention table
+
+
+class Grid2D:
+    """Bilinear interpolation on a uniform grid; clamps below, extrapolates linearly above.
+
+    ``values[i][j]`` is the value at ``(x0 + i*dx, y0 + j*dy)``.
+    """
+
+    __slots__ = ("x0", "dx", "nx", "y0", "dy", "ny", "v")
+
+    def __init__(self, x0: float, dx: float, y0: float, dy: float, values: np.ndarray) -> None:
+        self.x0, self.dx, self.y0, self.dy = float(x0), float(dx), float(y0), float(dy)
+        self.nx, self.ny = values.shape
+        self.v = values.tolist()
+
+    @staticmethod
+    def _cell(p: float, p0: float, dp: float, n: int) -> Tuple[int, float]:
+        f = (p - p0) / dp
+        if f <= 0.0 or n == 1:
+            return 0, 0.0
+        i = int(f)
+        if i > n - 2:
+            i = n - 2
+        return i, f - i
+
+    def __call__(self, x: float, y: float) -> float:
+        i, tx = self._cell(x, self.x0, self.dx, self.nx)
+        j, ty = self._cell(y, self.y0, self.dy, self.ny)
+        v = self.v
+        if self.nx == 1:
+            row = v[0]
+            return row[j] * (1 - ty) + row[j + 1] * ty if self.ny > 1 else row[0]
+        if self.ny == 1:
+            return v[i][0] * (1 - tx) + v[i + 1][0] * tx
+        a, b = v[i], v[i + 1]
+        return (a[j] * (1 - tx) * (1 - ty) + b[j] * tx * (1 - ty)
+                + a[j + 1] * (1 - tx) * ty + b[j + 1] * tx * ty)
+
+
+def _fit_grid(x: np.ndarray, y: np.ndarray, t: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Scattered (x, y) -> t resampled onto the grid xs × ys, then made monotone.
+
+    Linear interpolation inside the data's convex hull, nearest measured value
+    outside it; finally a running maximum along both axes.
+    """
+    gx, gy = np.meshgrid(xs, ys, indexing="ij")
+    pts = np.column_stack([x, y]).astype(float)
+    # Scale axes to comparable ranges so the triangulation is well shaped.
+    sx, sy = max(np.ptp(x), 1.0), max(np.ptp(y), 1.0)
+    spts = pts / [sx, sy]
+    q = np.column_stack([gx.ravel() / sx, gy.ravel() / sy])
+    if len(np.unique(x)) > 1 and len(np.unique(y)) > 1:
+        lin = griddata(spts, t, q, method="linear")
+    else:
+        lin = np.full(len(q), np.nan)
+    near = griddata(spts, t, q, method="nearest")
+    vals = np.where(np.isnan(lin), near, lin).reshape(gx.shape)
+    vals = np.maximum.accumulate(vals, axis=0)
+    vals = np.maximum.accumulate(vals, axis=1)
+    return vals
+
+
+@dataclass
+class OperatorTimeModel:
+    """Per-layer operator times (ms) of one model on one device and TP degree."""
+
+    linear: Dict[str, List[float]]  # op -> time at num_tokens 0..LINEAR_TABLE_TOKENS
+    decode: Grid2D  # (batch size, mean context tokens) -> ms
+    prefill: Grid2D  # (context before chunk, chunk tokens) -> ms
+    max_decode_batch: int
+    source: str = ""
+    linear_sum: List[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.linear_sum:
+            self.linear_sum = [sum(v) for v in zip(*(self.linear[op] for op in LAYER_OPS))]
+
+    # ------------------------------------------------------------------ fitting
+    @classmethod
+    def fit(cls, mlp_csv: Path, attention_csv: Path, tp: int = 1) -> "OperatorTimeModel":
+        """Fit from profile files; rows of other tensor-parallel sizes are ignored."""
+        mlp = pd.read_csv(mlp_csv)
+        att = pd.read_csv(attention_csv)
+        if "num_tensor_parallel_workers" in mlp:
+            mlp = mlp[mlp["num_tensor_parallel_workers"] == tp]
+        if "num_tensor_parallel_workers" in att:
+            att = att[att["num_tensor_parallel_workers"] == tp]
+        if mlp.empty or att.empty:
+            raise ConfigError(f"profiles: no rows for tensor parallel {tp} in {mlp_csv} / {attention_csv}")
+        return cls(
+            linear=cls._fit_linear(mlp, mlp_csv),
+            decode=cls._fit_decode(att, attention_csv),
+            prefill=cls._fit_prefill(att, attention_csv),
+            max_decode_batch=int(att.loc[~att["is_prefill"].astype(bool), "batch_size"].max()),
+            source=f"{mlp_csv} + {attention_csv}",
+        )
+
+    @staticmethod
+    def _fit_linear(mlp: pd.DataFrame, path: Path) -> Dict[str, List[float]]:
+        n = np.arange(LINEAR_TABLE_TOKENS + 1, dtype=float)
+        out = {}
+        for op in LINEAR_OPS:
+            col = f"time_stats.{op}.median"
+            if col not in mlp:
+                raise ConfigError(f"profiles: {path} has no column {col}")
+            g = mlp.groupby("num_tokens")[col].median().sort_index()
+            x, y = g.index.to_numpy(float), np.maximum.accumulate(g.to_numpy(float))
+            table = np.interp(n, x, y)
+            above = n > x[-1]
+            table[above] = y[-1] * n[above] / x[-1]  # beyond the profile: time ∝ tokens
+            table[0] = 0.0  # no tokens, no kernel
+            out[op] = table.tolist()
+        return out
+
+    @staticmethod
+    def _fit_decode(att: pd.DataFrame, path: Path) -> Grid2D:
+        d = att[~att["is_prefill"].astype(bool)]
+        col = "time_stats.attn_decode.median"
+        if d.empty or col not in d:
+            raise ConfigError(f"profiles: {path} has no decode-attention rows")
+        g = d.groupby(["batch_size", "kv_cache_size"])[col].median().reset_index()
+        b_max = int(g["batch_size"].max())
+        kv_max = int(math.ceil(g["kv_cache_size"].max() / KV_STEP) * KV_STEP)
+        bs = np.arange(1, b_max + 1, dtype=float)
+        kvs = np.arange(0, kv_max + 1, KV_STEP, dtype=float)
+        vals = _fit_grid(g["batch_size"].to_numpy(float), g["kv_cache_size"].to_numpy(float),
+                         g[col].to_numpy(float), bs, kvs)
+        return Grid2D(1, 1, 0, KV_STEP, vals)
+
+    @staticmethod
+    def _fit_prefill(att: pd.DataFrame, path: Path) -> Grid2D:
+        p = att[att["is_prefill"].astype(bool)]
+        col = "time_stats.attn_prefill.median"
+        if p.empty or col not in p:
+            raise ConfigError(f"profiles: {path} has no prefill-attention rows")
+        g = p.groupby(["kv_cache_size", "prefill_chunk_size"])[col].median().reset_index()
+        kv_max = int(math.ceil(g["kv_cache_size"].max() / KV_STEP) * KV_STEP)
+        c_max = int(math.ceil(g["prefill_chunk_size"].max() / CHUNK_STEP) * CHUNK_STEP)
+        kvs = np.arange(0, kv_max + 1, KV_STEP, dtype=float)
+        cs = np.arange(0, c_max + 1, CHUNK_STEP, dtype=float)
+        vals = _fit_grid(g["kv_cache_size"].to_numpy(float), g["prefill_chunk_size"].to_numpy(float),
+                         g[col].to_numpy(float), kvs, cs)
+        return Grid2D(0, KV_STEP, 0, CHUNK_STEP, vals)
+
+    # ------------------------------------------------------------------ queries (ms per layer)
+    def linear_ms(self, op: str, num_tokens: int) -> float:
+        """One linear/elementwise op over ``num_tokens`` query tokens."""
+        table = self.linear[op]
+        if num_tokens < len(table):
+            return table[num_tokens]
+        return table[-1] * num_tokens / (len(table) - 1)
+
+    def linear_sum_ms(self, num_tokens: int) -> float:
+        """All linear/elementwise ops of one layer over ``num_tokens`` tokens."""
+        t = self.linear_sum
+        if num_tokens < len(t):
+            return t[num_tokens]
+        return t[-1] * num_tokens / (len(t) - 1)
+
+    def decode_attention_ms(self, batch_size: int, mean_kv: float) -> float:
+        """FlashAttention decode for ``batch_size`` single-query reads at mean context ``mean_kv``.
+
+        Batches above the profiled maximum are split into near-equal batches
+        that run one after another.
+        """
+        if batch_size <= 0:
+            return 0.0
+        b_max = self.max_decode_batch
+        if batch_size <= b_max:
+            return self.decode(batch_size, mean_kv)
+        pieces = -(-batch_size // b_max)
+        base, rem = divmod(batch_size, pieces)
+        t = (pieces - rem) * self.decode(base, mean_kv)
+        if rem:
+            t += rem * self.decode(base + 1, mean_kv)
+        return t
+
+    def prefill_attention_ms(self, kv_before: int, chunk: int) -> float:
+        """Attention of one prefill chunk of ``chunk`` tokens after ``kv_before`` cached tokens."""
+        return self.prefill(kv_before, chunk) if chunk > 0 else 0.0
+
+
+# --------------------------------------------------------------------------- fitting cache
+
+_FIT_CACHE: Dict[str, OperatorTimeModel] = {}
+
+
+def _digest(*paths: Path, extra: str = "") -> str:
+    h = hashlib.sha256(extra.encode())
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()
+
+
+def load_time_model(mlp_csv: Path, attention_csv: Path, tp: int = 1) -> OperatorTimeModel:
+    """Fit (or reuse, in this process) the model for these exact profile bytes."""
+    key = _digest(mlp_csv, attention_csv, extra=f"tp={tp};kv={KV_STEP};chunk={CHUNK_STEP}")
+    model = _FIT_CACHE.get(key)
+    if model is None:
+        model = _FIT_CACHE[key] = OperatorTimeModel.fit(Path(mlp_csv), Path(attention_csv), tp)
+    return model
+
+
+SHIPPED = "shipped"
+
+
+def shipped_profiles_root() -> Path:
+    """The repository's ``profiles/`` folder (the package is installed from a checkout)."""
+    return Path(__file__).resolve().parent.parent / "profiles"
+
+
+def locate_profile(root: str, device: str, model: str, key: str = "profiles") -> Tuple[Path, Path]:
+    """Find ``mlp.csv`` and ``attention.csv`` for ``model`` on ``device`` under ``root``.
+
+    Looks in ``root/DEVICE/MODEL``, ``root/compute/DEVICE/MODEL`` (Vidur's
+    ``data/profiling`` layout) and ``root`` itself; ``attention.sample.csv`` is
+    accepted where ``attention.csv`` is absent. Raises :class:`ConfigError`
+    naming ``key`` and the folders searched.
+    """
+    base = shipped_profiles_root() if root == SHIPPED else Path(root).expanduser()
+    candidates = [base / device / model, base / "compute" / device / model, base]
+    for d in candidates:
+        mlp = d / "mlp.csv"
+        if not mlp.is_file():
+            continue
+        for name in ("attention.csv", "attention.sample.csv"):
+            if (d / name).is_file():
+                return mlp, d / name
+        raise ConfigError(f"{key}: {d} has mlp.csv but no attention.csv")
+    raise ConfigError(f"{key}: no mlp.csv for {model} on {device}; looked in "
+                      + ", ".join(str(c) for c in candidates))
+
+
+# --------------------------------------------------------------------------- the Vidur predictor
+
+
+class SpecDecPredictorType(BaseIntEnum):
+    """Registry keys of this project (values >= 100 never collide with Vidur's)."""
+
+    SPECDEC_PROFILE = 100
+
+
+SPECDEC_PREDICTOR = SpecDecPredictorType.SPECDEC_PROFILE
+
+
+@dataclass
+class StepComposition:
+    """What one step computes, read once per batch.
+
+    ``decode_q[i]`` is tokens charged to decoding request i (1 + guesses) and
+    ``decode_ctx[i]`` the tokens it already had (its KV before the step);
+    ``prefill`` holds (context before the chunk, chunk tokens) per prefill request.
+    """
+
+    num_tokens: int
+    decode_q: List[int]
+    decode_ctx: List[int]
+    prefill: List[Tuple[int, int]]
+
+    @classmethod
+    def of(cls, batch) -> "StepComposition":
+        comp = getattr(batch, "_specdec_comp", None)
+        if comp is not None:
+            return comp
+        dq, dctx, pf = [], [], []
+        for req, q, kv in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens):
+            if req.is_prefill_complete:
+                dq.append(q)
+                dctx.append(kv - q)
+            else:
+                pf.append((kv - q, q))
+        comp = cls(batch.total_num_q_tokens, dq, dctx, pf)
+        batch._specdec_comp = comp
+        return comp
+
+    @property
+    def max_guesses(self) -> int:
+        return max(self.decode_q, default=1) - 1
+
+
+class StepTime:
+    """A step's time: the target forward (Vidur's ExecutionTime) plus the proposer.
+
+    ``total_time`` / ``model_time`` are seconds, as Vidur expects; other
+    attributes are read through to the target's ExecutionTime.
+    """
+
+    __slots__ = ("target", "verify_ms", "draft_ms", "total_time", "model_time")
+
+    def __init__(self, target, draft_ms: float) -> None:
+        self.target = target
+        self.verify_ms = target.total_time * 1e3
+        self.draft_ms = draft_ms
+        self.total_time = target.total_time + draft_ms * 1e-3
+        self.model_time = target.model_time + draft_ms * 1e-3
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+
+@dataclass
+class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
+    """Predictor settings; ``target`` is the fitted model, ``verify_cost``/``proposer`` the policies."""
+
+    target: Optional[OperatorTimeModel] = None
+    verify_cost: object = None
+    proposer: object = None
+
+    @staticmethod
+    def get_type():
+        return SPECDEC_PREDICTOR
+
+
+class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
+    """Vidur predictor over a fitted :class:`OperatorTimeModel` (times in ms per layer)."""
+
+    def __init__(self, predictor_config: SpecDecPredictorConfig, replica_config, cache_config) -> None:
+        super().__init__(predictor_config=predictor_config, replica_config=replica_config,
+                         cache_config=cache_config)
+        if predictor_config.use_native_execution_time_predictor:
+            raise ValueError("the native predictor cannot see request state; keep it off")
+        self._m: OperatorTimeModel = predictor_config.target
+        self._verify_cost = predictor_config.verify_cost
+        self._proposer = predictor_config.proposer
+
+    def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
+        """Target forward (base class, per-layer ops × layers) plus proposer time."""
+        target = super().get_execution_time(batch, pipeline_stage)
+        draft_ms = self._proposer.step_time_ms(StepComposition.of(batch)) if self._proposer else 0.0
+        return StepTime(target, draft_ms)
+
+    def _tok(self, batch) -> int:
+        return batch.total_num_q_tokens
+
+    def _get_attention_layer_pre_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("attn_pre_proj", self._tok(batch))
+
+    def _get_attention_layer_post_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("attn_post_proj", self._tok(batch))
+
+    def _get_attention_rope_execution_time(self, batch) -> float:
+        return self._m.linear_ms("attn_rope", self._tok(batch))
+
+    def _get_attention_kv_cache_save_execution_time(self, batch) -> float:
+        return 0.0  # Vidur leaves KV-cache save out of the layer time
+
+    def _get_attention_decode_execution_time(self, batch) -> float:
+        comp = StepComposition.of(batch)
+        if not comp.decode_q:
+            return 0.0
+        return self._verify_cost.attention_ms(self._m, comp.decode_q, comp.decode_ctx)
+
+    def _get_attention_prefill_execution_time(self, batch) -> float:
+        m = self._m
+        return sum(m.prefill_attention_ms(kv, c) for kv, c in StepComposition.of(batch).prefill)
+
+    def _get_mlp_layer_up_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("mlp_up_proj", self._tok(batch))
+
+    def _get_mlp_layer_down_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("mlp_down_proj", self._tok(batch))
+
+    def _get_mlp_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("mlp_act", self._tok(batch))
+
+    def _get_attn_norm_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("input_layernorm", self._tok(batch))
+
+    def _get_mlp_norm_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("post_attention_layernorm", self._tok(batch))
+
+    def _get_add_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("add", self._tok(batch))
+
+    def _get_tensor_parallel_communication_time(self, batch) -> float:
+        return 0.0  # tensor parallel 1
+
+    def _get_pipeline_parallel_communication_time(self, batch) -> float:
+        return 0.0  # pipeline parallel 1
+
+    def _get_kv_parallel_communication_time(self, batch) -> float:
+        return 0.0
+
+
+ExecutionTimePredictorRegistry.register(SPECDEC_PREDICTOR, SpecDecExecutionTimePredictor)

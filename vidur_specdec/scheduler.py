@@ -1,0 +1,118 @@
+"""The speculative Sarathi replica scheduler (pipeline parallel 1).
+
+Sarathi builds each step from running decodes first, then running prefills,
+then new requests, under a token budget (``chunk_size``). This subclass changes
+three things for a decoding request and leaves the rest to Sarathi:
+
+* **tokens charged** — it asks for ``1 + guesses`` query tokens, where
+  ``guesses = min(k, tokens_left − 1, budget_left − 1)`` (never below 0):
+  near its end a request only guesses what it still needs, and guesses are
+  shortened so verify tokens fit the budget, as vLLM's scheduler does. A
+  decode always keeps its one token even when the budget is spent (Sarathi's
+  rule, so plain decoding is never starved and k = 0 is exactly Sarathi).
+* **lookahead KV** — a step with guesses first holds blocks for
+  ``processed + guesses + 1`` tokens (plain decodes keep Sarathi's rule); when
+  they don't fit, Sarathi's preempt-by-recompute path runs as usual.
+* **tokens advanced** — each decoding request in the new batch draws its
+  accepted guesses from its own seeded stream and is told ``(guesses,
+  accepted)``; :class:`~vidur_specdec.request.SpecRequest` then advances by
+  ``accepted + 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+from typing import Any, Dict
+
+from vidur.config import SarathiSchedulerConfig
+from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
+from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
+from vidur.types import BaseIntEnum
+
+
+class SpecDecSchedulerType(BaseIntEnum):
+    """Registry keys of this project (values >= 100 never collide with Vidur's)."""
+
+    SPEC_SARATHI = 100
+
+
+@dataclass
+class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
+    """Sarathi's config plus k and the acceptance model (None: no speculation)."""
+
+    num_speculative_tokens: int = 0
+    acceptance: Any = None  # vidur_specdec.acceptance.AcceptanceModel
+
+    @staticmethod
+    def get_type():
+        return SpecDecSchedulerType.SPEC_SARATHI
+
+
+class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
+    """Sarathi with verify steps: charges 1 + guesses, advances accepted + 1."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        cfg: SpecSarathiSchedulerConfig = self._config
+        self._acceptance = cfg.acceptance
+        self._k = cfg.num_speculative_tokens if cfg.acceptance is not None else 0
+        self._guesses: Dict[int, int] = {}  # request id -> guesses planned for the step being built
+
+    # ------------------------------------------------------------------ tokens charged
+    def _wanted_guesses(self, request) -> int:
+        """Guesses a request would make with an unlimited budget: min(k, tokens left − 1)."""
+        return max(0, min(self._k, request.total_tokens - request.num_processed_tokens - 1))
+
+    def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
+        if not self._is_prefill_complete(request):
+            return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
+        budget_left = self._config.chunk_size - num_batch_tokens
+        guesses = max(0, min(self._wanted_guesses(request), budget_left - 1))
+        self._guesses[request.id] = guesses
+        return 1 + guesses
+
+    # ------------------------------------------------------------------ lookahead KV
+    def _lookahead_blocks(self, request) -> int:
+        """Blocks to add so the request holds ``processed + guesses + 1`` tokens."""
+        tokens = request.num_processed_tokens + self._guesses[request.id] + 1
+        return max(0, ceil(tokens / self._cache_config.block_size) - self._allocation_map[request.id])
+
+    def _speculating(self, request) -> bool:
+        return request.id in self._allocation_map and self._guesses.get(request.id, 0) > 0
+
+    def _can_allocate_request(self, request) -> bool:
+        if not self._speculating(request):
+            return super()._can_allocate_request(request)
+        free = self._cache_config.num_blocks - self._num_allocated_blocks
+        return free >= max(1, self._lookahead_blocks(request))
+
+    def _allocate_request(self, request) -> None:
+        if not self._speculating(request):
+            return super()._allocate_request(request)
+        blocks = self._lookahead_blocks(request)
+        if blocks:
+            self.allocate(request.id, blocks)
+
+    # ------------------------------------------------------------------ tokens advanced
+    def _get_next_batch(self, time: float):
+        self._guesses.clear()
+        batch = super()._get_next_batch(time)
+        if batch is None:
+            return None
+        acc = self._acceptance
+        for request, q in zip(batch.requests, batch.num_q_tokens):
+            if not request.is_prefill_complete:
+                continue
+            guesses = q - 1
+            accepted = 0
+            if acc is not None:
+                if request.acceptance_uniforms is None:
+                    request.acceptance_uniforms = acc.stream(request.index, request.output_tokens)
+                accepted = acc.accepted(request.acceptance_uniforms[request.draws], guesses)
+                request.draws += 1
+            request.plan_verify(guesses, accepted)
+        return batch
+
+
+ReplicaSchedulerRegistry.register(SpecDecSchedulerType.SPEC_SARATHI, SpecSarathiReplicaScheduler)
