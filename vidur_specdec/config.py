@@ -146,11 +146,15 @@ def _type_name(tp) -> str:
 
 
 def _range_text(meta, tp) -> str:
+    if typing.get_origin(tp) is Union:
+        inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
+        return _range_text(meta, inner) + " or null"
     lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
     if choices:
         return "one of " + ", ".join(choices)
     if lo is not None and hi is not None:
-        return f"{_type_name(tp)} in [{lo:g}, {hi:g}]"
+        num = (lambda x: str(x)) if tp is int else (lambda x: f"{x:g}")
+        return f"{_type_name(tp)} in [{num(lo)}, {num(hi)}]"
     return _type_name(tp)
 
 
@@ -161,7 +165,12 @@ def _coerce(key: str, value: Any, tp, meta) -> Any:
         if value is None:
             return None
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
-        return _coerce(key, value, inner, meta)
+        try:
+            return _coerce(key, value, inner, meta)
+        except ConfigError as e:
+            if typing.get_origin(inner) in (list, List) and "[" in str(e).split(":")[0]:
+                raise  # an element of the list is wrong: its own message is precise
+            raise ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}") from None
     bad = ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}")
     if origin in (list, List):
         if not isinstance(value, (list, tuple)):
@@ -198,7 +207,7 @@ def _coerce(key: str, value: Any, tp, meta) -> Any:
 
 def _build(cls, data: Mapping, prefix: str, base=None):
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{prefix or 'config'}: must be a mapping, got {data!r}")
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: must be a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     fmap = {f.name: f for f in dataclasses.fields(cls)}
     unknown = [k for k in data if k not in fmap]

@@ -1,0 +1,322 @@
+"""Analytical per-operator time model, written in Vidur's profile CSV schema.
+
+Every op is a roofline: ``time_ms = max(flops / (peak_flops * compute_eff),
+bytes / (mem_bw * mem_eff)) * 1e3 + launch_ms`` per layer, per GPU at tensor
+parallel size ``tp``. All numbers come from :mod:`.params`; the functions take
+``devices`` / ``efficiency`` overrides so a calibration can try other values
+without editing that file.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Mapping, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from ..models import ModelSpec
+from . import params as P
+
+STAT_SUFFIXES = ("min", "max", "mean", "median", "std")
+
+MLP_OPS = (
+    "emb",
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
+MLP_META = (
+    "n_head",
+    "n_kv_head",
+    "n_embd",
+    "n_expanded_embd",
+    "vocab_size",
+    "use_gated_mlp",
+    "num_tokens",
+    "num_tensor_parallel_workers",
+)
+ATTENTION_OPS = ("attn_input_reshape", "attn_decode", "attn_output_reshape", "attn_prefill")
+ATTENTION_META = (
+    "n_embd",
+    "n_q_head",
+    "n_kv_head",
+    "block_size",
+    "num_tensor_parallel_workers",
+    "max_model_len",
+    "batch_size",
+    "prefill_chunk_size",
+    "kv_cache_size",
+    "is_prefill",
+    "attention_backend",
+)
+
+# Op groups used by the sanity comparison against measured profiles.
+GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+ELEMENTWISE_OPS = ("emb", "input_layernorm", "attn_rope", "post_attention_layernorm", "mlp_act", "add")
+
+
+def _stat_columns(ops) -> list:
+    return [f"time_stats.{op}.{s}" for op in ops for s in STAT_SUFFIXES]
+
+
+MLP_COLUMNS = _stat_columns(MLP_OPS) + list(MLP_META)
+ATTENTION_COLUMNS = _stat_columns(ATTENTION_OPS) + list(ATTENTION_META)
+
+
+class ProfileError(ValueError):
+    """Bad builder input (unknown device, tensor parallelism that does not fit the model)."""
+
+
+def get_device(name: str, devices: Optional[Mapping] = None) -> Dict:
+    """Device figures (``peak_flops`` FLOP/s, ``mem_bw`` bytes/s, ``mem_bytes``) by name."""
+    devices = P.DEVICES if devices is None else devices
+    try:
+        return dict(devices[name])
+    except KeyError:
+        raise ProfileError(f"unknown device {name!r}; known: {sorted(devices)}") from None
+
+
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Raise :class:`ProfileError` unless ``tp`` splits the model's heads and MLP evenly."""
+    if not isinstance(tp, (int, np.integer)) or tp < 1:
+        raise ProfileError(f"tensor parallel size must be a positive integer, got {tp!r}")
+    if spec.num_heads % tp:
+        raise ProfileError(f"tp={tp} does not divide {spec.name}'s {spec.num_heads} attention heads")
+    kv = spec.num_kv_heads
+    if kv % tp and tp % kv:
+        raise ProfileError(
+            f"tp={tp} neither divides nor is a multiple of {spec.name}'s {kv} KV heads"
+        )
+    if spec.ffn_size % tp:
+        raise ProfileError(f"tp={tp} does not divide {spec.name}'s MLP size {spec.ffn_size}")
+
+
+def _shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:
+    """(hidden, head_dim, q heads, kv heads, ffn) on one of ``tp`` GPUs."""
+    q_heads = spec.num_heads // tp
+    kv_heads = -(-spec.num_kv_heads // tp)  # replicated when tp > kv heads
+    return spec.hidden_size, spec.head_dim, q_heads, kv_heads, spec.ffn_size // tp
+
+
+def _roofline_ms(flops, nbytes, device: Mapping, compute_eff, mem_eff, launch_ms):
+    """max(compute, memory) time in ms plus the launch floor; arrays broadcast."""
+    t_compute = np.asarray(flops, dtype=float) / (device["peak_flops"] * np.asarray(compute_eff, dtype=float))
+    t_memory = np.asarray(nbytes, dtype=float) / (device["mem_bw"] * np.asarray(mem_eff, dtype=float))
+    return np.maximum(t_compute, t_memory) * 1e3 + launch_ms
+
+
+def _memory_ms(nbytes, device: Mapping, mem_eff, launch_ms):
+    return np.asarray(nbytes, dtype=float) / (device["mem_bw"] * mem_eff) * 1e3 + launch_ms
+
+
+def _gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
+    """[tokens x k] x [k x n] GEMM: 2*t*k*n FLOPs; reads input and weights, writes output."""
+    t = np.asarray(tokens, dtype=float)
+    flops = 2.0 * t * k * n
+    nbytes = b * (t * k + float(k) * n + t * n)
+    compute_eff = e["compute_eff_max"] * t / (t + e["compute_half"])
+    return _roofline_ms(flops, nbytes, device, compute_eff, e["mem_eff"], e["launch_ms"])
+
+
+def mlp_op_times(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    num_tokens,
+    efficiency: Optional[Mapping] = None,
+) -> Dict[str, np.ndarray]:
+    """Per-layer time in ms of every mlp.csv op for each entry of ``num_tokens``."""
+    e = P.EFFICIENCY if efficiency is None else efficiency
+    b = P.DTYPE_BYTES
+    h, hd, qh, kvh, ffn = _shard(spec, tp)
+    t = np.asarray(num_tokens, dtype=float)
+    act = t * h * b  # one [tokens x hidden] activation, bytes
+    g = e["gemm"]
+    return {
+        # gather T rows of the (vocab-sharded) table, write T x hidden, read 8-byte ids
+        "emb": _memory_ms(2 * act + 8 * t, device, e["emb"]["mem_eff"], e["emb"]["launch_ms"]),
+        # read x, write y, read the weight vector
+        "input_layernorm": _memory_ms(2 * act + h * b, device, e["norm"]["mem_eff"], e["norm"]["launch_ms"]),
+        "attn_pre_proj": _gemm_ms(t, h, (qh + 2 * kvh) * hd, device, g, b),
+        # rotate q and k in place: read + write
+        "attn_rope": _memory_ms(
+            2 * t * (qh + kvh) * hd * b, device, e["attn_rope"]["mem_eff"], e["attn_rope"]["launch_ms"]
+        ),
+        "attn_post_proj": _gemm_ms(t, qh * hd, h, device, g, b),
+        "post_attention_layernorm": _memory_ms(
+            2 * act + h * b, device, e["norm"]["mem_eff"], e["norm"]["launch_ms"]
+        ),
+        "mlp_up_proj": _gemm_ms(t, h, 2 * ffn, device, g, b),
+        # read gate and up, write their product
+        "mlp_act": _memory_ms(3 * t * ffn * b, device, e["mlp_act"]["mem_eff"], e["mlp_act"]["launch_ms"]),
+        "mlp_down_proj": _gemm_ms(t, ffn, h, device, g, b),
+        # residual add: read two, write one
+        "add": _memory_ms(3 * act, device, e["add"]["mem_eff"], e["add"]["launch_ms"]),
+    }
+
+
+def attention_op_times(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    batch_size,
+    kv_cache_size,
+    prefill_chunk_size,
+    efficiency: Optional[Mapping] = None,
+) -> Dict[str, np.ndarray]:
+    """Per-layer time in ms of every attention.csv op for each (batch, kv, chunk) entry.
+
+    A row with ``prefill_chunk_size > 0`` is a prefill of one request (``batch_size``
+    ignored): ``attn_decode`` is NaN there, and ``attn_prefill`` is NaN on decode rows.
+    """
+    e = P.EFFICIENCY if efficiency is None else efficiency
+    b = P.DTYPE_BYTES
+    _, hd, qh, kvh, _ = _shard(spec, tp)
+    bs, kv, chunk = np.broadcast_arrays(
+        np.asarray(batch_size, dtype=float),
+        np.asarray(kv_cache_size, dtype=float),
+        np.asarray(prefill_chunk_size, dtype=float),
+    )
+    is_prefill = chunk > 0
+
+    d = e["attn_decode"]
+    dec_flops = 4.0 * bs * kv * qh * hd  # QK^T and PV
+    dec_bytes = b * bs * hd * (2.0 * kv * kvh + 2.0 * qh)  # K and V of the context; q in, out
+    dec_mem_eff = d["mem_eff_max"] * bs / (bs + d["batch_half"])
+    decode = _roofline_ms(dec_flops, dec_bytes, device, d["compute_eff"], dec_mem_eff, d["launch_ms"])
+    decode = decode + d["per_seq_kv_head_ms"] * bs * kvh
+
+    p = e["attn_prefill"]
+    c = np.where(is_prefill, chunk, 1.0)  # avoid 0/0 on decode rows (masked below)
+    pre_flops = 4.0 * c * (kv + p["causal_fraction"] * c) * qh * hd
+    pre_bytes = b * hd * (2.0 * c * qh + 2.0 * (kv + c) * kvh)  # q in, out; K/V of kv + chunk
+    pre_eff = p["compute_eff_max"] * c / (c + p["compute_half"])
+    prefill = _roofline_ms(pre_flops, pre_bytes, device, pre_eff, p["mem_eff"], p["launch_ms"])
+
+    tokens = np.where(is_prefill, chunk, bs)
+    o = e["attn_output_reshape"]
+    out_reshape = _memory_ms(2.0 * tokens * qh * hd * b, device, o["mem_eff"], o["launch_ms"])
+    in_reshape = np.full(tokens.shape, float(e["attn_input_reshape"]["launch_ms"]))
+
+    return {
+        "attn_input_reshape": in_reshape,
+        "attn_decode": np.where(is_prefill, np.nan, decode),
+        "attn_output_reshape": out_reshape,
+        "attn_prefill": np.where(is_prefill, prefill, np.nan),
+    }
+
+
+def mlp_token_grid(max_tokens: Optional[int] = None, step: Optional[int] = None) -> np.ndarray:
+    """num_tokens written to mlp.csv: 1, 2, 4, then step..max_tokens in steps of ``step``."""
+    max_tokens = P.GRID["mlp_max_tokens"] if max_tokens is None else max_tokens
+    step = P.GRID["mlp_token_step"] if step is None else step
+    head = [n for n in (1, 2, 4) if n < step and n <= max_tokens]
+    return np.array(head + list(range(step, max_tokens + 1, step)), dtype=np.int64)
+
+
+def attention_grid(max_model_len: int, grid: Optional[Mapping] = None) -> pd.DataFrame:
+    """(batch_size, prefill_chunk_size, kv_cache_size) rows: all decode rows, then prefill rows.
+
+    Decode: batch 1..decode_max_batch x kv decode_kv_step..max_model_len (a decode always has
+    context). Prefill: chunk step..max_model_len x kv 0..(max_model_len - chunk).
+    """
+    g = P.GRID if grid is None else grid
+    rows = []
+    for bs in range(1, g["decode_max_batch"] + 1):
+        for kv in range(g["decode_kv_step"], max_model_len + 1, g["decode_kv_step"]):
+            rows.append((bs, 0, kv))
+    for chunk in range(g["prefill_chunk_step"], max_model_len + 1, g["prefill_chunk_step"]):
+        for kv in range(0, max_model_len - chunk + 1, g["prefill_kv_step"]):
+            rows.append((1, chunk, kv))
+    return pd.DataFrame(rows, columns=["batch_size", "prefill_chunk_size", "kv_cache_size"])
+
+
+def _stats(times: np.ndarray) -> Dict[str, np.ndarray]:
+    """Analytical profiles have no spread: min = max = mean = median, std 0 (NaN stays NaN)."""
+    t = np.round(times, P.TIME_DECIMALS)
+    std = np.where(np.isnan(t), np.nan, 0.0)
+    return {"min": t, "max": t, "mean": t, "median": t, "std": std}
+
+
+def build_mlp_df(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    max_tokens: Optional[int] = None,
+    efficiency: Optional[Mapping] = None,
+) -> pd.DataFrame:
+    """mlp.csv content (Vidur schema) for one model, device and tp."""
+    check_tp(spec, tp)
+    tokens = mlp_token_grid(max_tokens)
+    times = mlp_op_times(spec, device, tp, tokens, efficiency)
+    cols = {}
+    for op in MLP_OPS:
+        for s, v in _stats(times[op]).items():
+            cols[f"time_stats.{op}.{s}"] = v
+    n = len(tokens)
+    meta = {
+        "n_head": spec.num_heads,
+        "n_kv_head": spec.num_kv_heads,
+        "n_embd": spec.hidden_size,
+        "n_expanded_embd": spec.ffn_size,
+        "vocab_size": spec.vocab_size,
+        "use_gated_mlp": True,
+    }
+    for k, v in meta.items():
+        cols[k] = np.full(n, v)
+    cols["num_tokens"] = tokens
+    cols["num_tensor_parallel_workers"] = np.full(n, tp, dtype=np.int64)
+    return pd.DataFrame(cols, columns=MLP_COLUMNS)
+
+
+def build_attention_df(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    efficiency: Optional[Mapping] = None,
+) -> pd.DataFrame:
+    """attention.csv content (Vidur schema) for one model, device and tp."""
+    check_tp(spec, tp)
+    grid = attention_grid(spec.max_model_len)
+    times = attention_op_times(
+        spec, device, tp, grid["batch_size"], grid["kv_cache_size"], grid["prefill_chunk_size"], efficiency
+    )
+    cols = {}
+    for op in ATTENTION_OPS:
+        for s, v in _stats(times[op]).items():
+            cols[f"time_stats.{op}.{s}"] = v
+    n = len(grid)
+    cols["n_embd"] = np.full(n, spec.hidden_size)
+    cols["n_q_head"] = np.full(n, spec.num_heads)
+    cols["n_kv_head"] = np.full(n, spec.num_kv_heads)
+    cols["block_size"] = np.full(n, P.BLOCK_SIZE)
+    cols["num_tensor_parallel_workers"] = np.full(n, tp)
+    cols["max_model_len"] = np.full(n, spec.max_model_len)
+    cols["batch_size"] = grid["batch_size"].to_numpy()
+    cols["prefill_chunk_size"] = grid["prefill_chunk_size"].to_numpy()
+    cols["kv_cache_size"] = grid["kv_cache_size"].to_numpy()
+    cols["is_prefill"] = grid["prefill_chunk_size"].to_numpy() > 0
+    cols["attention_backend"] = np.full(n, P.ATTENTION_BACKEND, dtype=object)
+    return pd.DataFrame(cols, columns=ATTENTION_COLUMNS)
+
+
+def to_csv_text(df: pd.DataFrame) -> str:
+    """Deterministic CSV text: fixed decimals, empty cells for NaN, '\\n' line ends."""
+    return df.to_csv(index=False, float_format=f"%.{P.TIME_DECIMALS}f", lineterminator="\n")
+
+
+def median_abs_pct_error(pred, meas) -> float:
+    """Median of |pred - meas| / meas in %, over entries with a positive measurement."""
+    pred = np.asarray(pred, dtype=float)
+    meas = np.asarray(meas, dtype=float)
+    ok = np.isfinite(pred) & np.isfinite(meas) & (meas > 0)
+    if not ok.any():
+        return math.nan
+    return float(np.median(np.abs(pred[ok] - meas[ok]) / meas[ok]) * 100.0)
