@@ -143,3 +143,23 @@ def test_cli_missing_or_broken_config_file(tmp_path):
     bad.write_text("seed: [1,\n")
     p = _cli("--config", str(bad))
     assert p.returncode == 2 and "not valid YAML" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_every_config_key_is_documented():
+    import dataclasses
+
+    from vidur_specdec.config import LengthDist, RunConfig
+
+    doc = (REPO / "docs/config.md").read_text()
+
+    def keys(cls):
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(f.default_factory()) if f.default_factory is not dataclasses.MISSING else False:
+                sub = type(f.default_factory())
+                if sub is not LengthDist:
+                    yield from keys(sub)
+                    continue
+            yield f.name
+
+    for name in list(keys(RunConfig)) + [f.name for f in dataclasses.fields(LengthDist)]:
+        assert f"`{name}`" in doc, name

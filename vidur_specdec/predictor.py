@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -261,8 +262,11 @@ SHIPPED = "shipped"
 
 
 def shipped_profiles_root() -> Path:
-    """The repository's ``profiles/`` folder (the package is installed from a checkout)."""
-    return Path(__file__).resolve().parent.parent / "profiles"
+    """The shipped ``profiles/`` folder: the checkout's (editable install) or ``<prefix>/share``'s."""
+    checkout = Path(__file__).resolve().parent.parent / "profiles"
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "vidur_specdec" / "profiles"
 
 
 def locate_profile(root: str, device: str, model: str, key: str = "profiles") -> Tuple[Path, Path]:

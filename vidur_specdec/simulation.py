@@ -14,6 +14,7 @@ the reference that ``method: none`` must reproduce.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -41,7 +42,13 @@ from vidur_specdec import memory, proposers, verify_cost
 from vidur_specdec.config import ConfigError, RunConfig, load
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.models import KNOWN_MODELS, ModelSpec
-from vidur_specdec.predictor import SpecDecPredictorConfig, load_time_model, locate_profile
+from vidur_specdec.predictor import (
+    SHIPPED,
+    SpecDecPredictorConfig,
+    load_time_model,
+    locate_profile,
+    shipped_profiles_root,
+)
 from vidur_specdec.request import SpecRequest
 from vidur_specdec.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.workload import PrebuiltRequestGeneratorConfig, RequestSpec, generate
@@ -141,13 +148,21 @@ class Prepared:
     profile_files: Dict[str, str]
 
 
+def _describe(path: Path, root: str) -> str:
+    """A profile file as ``shipped:<relative path>`` or its path, plus a content hash (machine independent)."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    if root == SHIPPED:
+        return f"shipped:{Path(path).relative_to(shipped_profiles_root()).as_posix()} sha256:{digest}"
+    return f"{path} sha256:{digest}"
+
+
 def prepare(cfg: RunConfig) -> Prepared:
     """Fit the predictors, plan memory, draw the workload; raises :class:`ConfigError` on bad input."""
     spec = cfg.speculative
     model = KNOWN_MODELS[cfg.model]
     mlp, att = locate_profile(cfg.profiles, cfg.device, cfg.model)
     target = load_time_model(mlp, att)
-    files = {"target_mlp": str(mlp), "target_attention": str(att)}
+    files = {"target_mlp": _describe(mlp, cfg.profiles), "target_attention": _describe(att, cfg.profiles)}
     draft_spec = None
     draft_model = None
     if spec.enabled and spec.method == "draft_model":
@@ -156,7 +171,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         key = "speculative.draft_profiles" if spec.draft_profiles else "profiles"
         dmlp, datt = locate_profile(root, cfg.device, spec.draft_model, key=key)
         draft_model = load_time_model(dmlp, datt)
-        files.update(draft_mlp=str(dmlp), draft_attention=str(datt))
+        files.update(draft_mlp=_describe(dmlp, root), draft_attention=_describe(datt, root))
     try:
         mem = memory.plan(model, cfg.device, cfg.scheduler.block_size, cfg.scheduler.memory_margin_fraction,
                           draft=draft_spec)
