@@ -1,5 +1,6 @@
 """Shared fixtures: the measured Vidur profiles beside the checkout and small run configs."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 MEASURED = SHARED / "vidur-profiles"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_predictor_cache(tmp_path_factory):
+    """Keep the tests' fitted-predictor cache out of the user's home (subprocesses inherit it)."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
 
 
 @pytest.fixture(scope="session")

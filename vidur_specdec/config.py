@@ -119,6 +119,13 @@ class SpeculativeConfig:
 
 
 @dataclass
+class PredictorConfig:
+    """Fitted operator-time models are cached on disk by the content hash of their profile."""
+
+    cache_dir: Optional[str] = _f(None, doc="cache folder; null = per-user (~/.cache/vidur_specdec)")
+
+
+@dataclass
 class RunConfig:
     seed: int = _f(0, lo=0, hi=2**32 - 1)
     model: str = _f("meta-llama/Llama-2-7b-hf", choices=tuple(KNOWN_MODELS))
@@ -127,6 +134,7 @@ class RunConfig:
     workload: WorkloadConfig = _f(WorkloadConfig())
     scheduler: SchedulerConfig = _f(SchedulerConfig())
     speculative: SpeculativeConfig = _f(SpeculativeConfig())
+    predictor: PredictorConfig = _f(PredictorConfig())
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

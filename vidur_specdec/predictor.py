@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import pickle
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -136,20 +139,24 @@ class OperatorTimeModel:
     @classmethod
     def fit(cls, mlp_csv: Path, attention_csv: Path, tp: int = 1) -> "OperatorTimeModel":
         """Fit from profile files; rows of other tensor-parallel sizes are ignored."""
-        mlp = pd.read_csv(mlp_csv)
-        att = pd.read_csv(attention_csv)
+        return cls.fit_frames(pd.read_csv(mlp_csv), pd.read_csv(attention_csv), tp,
+                              source=f"{mlp_csv} + {attention_csv}")
+
+    @classmethod
+    def fit_frames(cls, mlp: pd.DataFrame, att: pd.DataFrame, tp: int = 1, source: str = "") -> "OperatorTimeModel":
+        """Fit from profile tables (Vidur's ``mlp.csv`` / ``attention.csv`` columns)."""
         if "num_tensor_parallel_workers" in mlp:
             mlp = mlp[mlp["num_tensor_parallel_workers"] == tp]
         if "num_tensor_parallel_workers" in att:
             att = att[att["num_tensor_parallel_workers"] == tp]
         if mlp.empty or att.empty:
-            raise ConfigError(f"profiles: no rows for tensor parallel {tp} in {mlp_csv} / {attention_csv}")
+            raise ConfigError(f"profiles: no rows for tensor parallel {tp} in {source or 'the profile'}")
         return cls(
-            linear=cls._fit_linear(mlp, mlp_csv),
-            decode=cls._fit_decode(att, attention_csv),
-            prefill=cls._fit_prefill(att, attention_csv),
+            linear=cls._fit_linear(mlp, source),
+            decode=cls._fit_decode(att, source),
+            prefill=cls._fit_prefill(att, source),
             max_decode_batch=int(att.loc[~att["is_prefill"].astype(bool), "batch_size"].max()),
-            source=f"{mlp_csv} + {attention_csv}",
+            source=source,
         )
 
     @staticmethod
@@ -240,22 +247,68 @@ class OperatorTimeModel:
 # --------------------------------------------------------------------------- fitting cache
 
 _FIT_CACHE: Dict[str, OperatorTimeModel] = {}
+_CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()  # a change to the fitting code
 
 
-def _digest(*paths: Path, extra: str = "") -> str:
-    h = hashlib.sha256(extra.encode())
-    for p in paths:
-        h.update(Path(p).read_bytes())
+def default_cache_dir() -> Path:
+    """Per-user cache folder: ``$XDG_CACHE_HOME/vidur_specdec`` or ``~/.cache/vidur_specdec``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "vidur_specdec"
+
+
+def fit_key(mlp_csv: Path, attention_csv: Path, tp: int = 1) -> str:
+    """Cache key: the profile files' bytes, the fit settings and the fitting code itself."""
+    h = hashlib.sha256(f"tp={tp};kv={KV_STEP};chunk={CHUNK_STEP};code={_CODE_DIGEST}".encode())
+    for p in (mlp_csv, attention_csv):
+        h.update(b"\0" + Path(p).read_bytes())
     return h.hexdigest()
 
 
-def load_time_model(mlp_csv: Path, attention_csv: Path, tp: int = 1) -> OperatorTimeModel:
-    """Fit (or reuse, in this process) the model for these exact profile bytes."""
-    key = _digest(mlp_csv, attention_csv, extra=f"tp={tp};kv={KV_STEP};chunk={CHUNK_STEP}")
+def load_time_model(mlp_csv: Path, attention_csv: Path, tp: int = 1,
+                    cache_dir: Optional[Path] = None) -> OperatorTimeModel:
+    """The fitted model for these exact profile bytes: from this process, the disk cache, or a fresh fit.
+
+    ``cache_dir`` None uses :func:`default_cache_dir`. A changed profile file
+    (or fitting code) has another key, so a stale entry is never reused.
+    Cache files are written atomically; an unreadable one is refitted.
+    """
+    key = fit_key(mlp_csv, attention_csv, tp)
     model = _FIT_CACHE.get(key)
-    if model is None:
-        model = _FIT_CACHE[key] = OperatorTimeModel.fit(Path(mlp_csv), Path(attention_csv), tp)
+    if model is not None:
+        return model
+    path = Path(cache_dir or default_cache_dir()) / f"operator-model-{key[:32]}.pkl"
+    try:
+        with open(path, "rb") as f:
+            model = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        model = None
+    if not isinstance(model, OperatorTimeModel):
+        model = OperatorTimeModel.fit(Path(mlp_csv), Path(attention_csv), tp)
+        _store(path, model)
+    _FIT_CACHE[key] = model
     return model
+
+
+def _store(path: Path, model: OperatorTimeModel) -> None:
+    """Write a cache entry atomically; a read-only cache folder only costs a refit next time."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pkl")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(model, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:
+        pass
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def clear_memory_cache() -> None:
+    """Forget models fitted in this process (the disk cache is kept)."""
+    _FIT_CACHE.clear()
 
 
 SHIPPED = "shipped"

@@ -161,7 +161,8 @@ def prepare(cfg: RunConfig) -> Prepared:
     spec = cfg.speculative
     model = KNOWN_MODELS[cfg.model]
     mlp, att = locate_profile(cfg.profiles, cfg.device, cfg.model)
-    target = load_time_model(mlp, att)
+    cache = cfg.predictor.cache_dir
+    target = load_time_model(mlp, att, cache_dir=cache)
     files = {"target_mlp": _describe(mlp, cfg.profiles), "target_attention": _describe(att, cfg.profiles)}
     draft_spec = None
     draft_model = None
@@ -170,7 +171,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         root = spec.draft_profiles or cfg.profiles
         key = "speculative.draft_profiles" if spec.draft_profiles else "profiles"
         dmlp, datt = locate_profile(root, cfg.device, spec.draft_model, key=key)
-        draft_model = load_time_model(dmlp, datt)
+        draft_model = load_time_model(dmlp, datt, cache_dir=cache)
         files.update(draft_mlp=_describe(dmlp, root), draft_attention=_describe(datt, root))
     try:
         mem = memory.plan(model, cfg.device, cfg.scheduler.block_size, cfg.scheduler.memory_margin_fraction,
