@@ -4,7 +4,8 @@ Two layers:
 
 * :class:`OperatorTimeModel` — per-layer operator times (ms) of one model on one
   device, fitted from ``mlp.csv`` + ``attention.csv``. Linear/elementwise ops
-  are piecewise-linear in the step's token count; decode attention is a 2-D
+  are piecewise-linear in the step's token count (an isotonic fit of the
+  profile rows); decode attention is a 2-D
   table over (decoding requests, mean context); prefill attention a 2-D table
   over (context before the chunk, chunk tokens). Tables are made monotone
   (more tokens, bigger batches or longer contexts are never cheaper). The
@@ -30,7 +31,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
-from scipy.interpolate import griddata
+from scipy.interpolate import RegularGridInterpolator, griddata
+from sklearn.isotonic import IsotonicRegression
 from vidur.config import BaseExecutionTimePredictorConfig
 from vidur.execution_time_predictor import (
     BaseExecutionTimePredictor,
@@ -97,24 +99,44 @@ class Grid2D:
                 + a[j + 1] * (1 - tx) * ty + b[j + 1] * tx * ty)
 
 
-def _fit_grid(x: np.ndarray, y: np.ndarray, t: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """Scattered (x, y) -> t resampled onto the grid xs × ys, then made monotone.
+def _fill_along(v: np.ndarray, axis: int) -> np.ndarray:
+    """Fill NaNs along ``axis`` by linear interpolation between known cells, flat beyond them."""
+    v = np.moveaxis(v.copy(), axis, -1)
+    idx = np.arange(v.shape[-1])
+    for i in range(v.shape[0]):
+        ok = ~np.isnan(v[i])
+        if ok.any() and not ok.all():
+            v[i] = np.interp(idx, idx[ok], v[i][ok])
+    return np.moveaxis(v, -1, axis)
 
-    Linear interpolation inside the data's convex hull, nearest measured value
-    outside it; finally a running maximum along both axes.
+
+def _fit_grid(x: np.ndarray, y: np.ndarray, t: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Profile points (x, y) -> t resampled onto the grid xs × ys, then made monotone.
+
+    A complete rectangular profile is interpolated bilinearly. Scattered data
+    (e.g. a measured sample) is interpolated linearly inside the data's convex hull; outside it, values are
+    carried flat along the second axis, then the first (the profile's own
+    edge values, not a neighbour from another row); finally a running maximum
+    along both axes (never cheaper with more of either).
     """
+    lattice = pd.DataFrame({"x": x, "y": y, "t": t}).groupby(["x", "y"])["t"].mean().unstack()
+    if lattice.shape[0] > 1 and lattice.shape[1] > 1 and not lattice.isna().to_numpy().any():
+        # A complete rectangular profile (e.g. the shipped ones): bilinear, flat beyond its edges.
+        ux, uy = lattice.index.to_numpy(float), lattice.columns.to_numpy(float)
+        f = RegularGridInterpolator((ux, uy), lattice.to_numpy(float))
+        gx, gy = np.meshgrid(np.clip(xs, ux[0], ux[-1]), np.clip(ys, uy[0], uy[-1]), indexing="ij")
+        vals = f(np.column_stack([gx.ravel(), gy.ravel()])).reshape(gx.shape)
+        return np.maximum.accumulate(np.maximum.accumulate(vals, axis=0), axis=1)
     gx, gy = np.meshgrid(xs, ys, indexing="ij")
-    pts = np.column_stack([x, y]).astype(float)
     # Scale axes to comparable ranges so the triangulation is well shaped.
     sx, sy = max(np.ptp(x), 1.0), max(np.ptp(y), 1.0)
-    spts = pts / [sx, sy]
+    pts = np.column_stack([x / sx, y / sy])
     q = np.column_stack([gx.ravel() / sx, gy.ravel() / sy])
     if len(np.unique(x)) > 1 and len(np.unique(y)) > 1:
-        lin = griddata(spts, t, q, method="linear")
+        vals = griddata(pts, t, q, method="linear").reshape(gx.shape)
+        vals = _fill_along(_fill_along(vals, 1), 0)
     else:
-        lin = np.full(len(q), np.nan)
-    near = griddata(spts, t, q, method="nearest")
-    vals = np.where(np.isnan(lin), near, lin).reshape(gx.shape)
+        vals = griddata(pts, t, q, method="nearest").reshape(gx.shape)
     vals = np.maximum.accumulate(vals, axis=0)
     vals = np.maximum.accumulate(vals, axis=1)
     return vals
@@ -168,7 +190,9 @@ class OperatorTimeModel:
             if col not in mlp:
                 raise ConfigError(f"profiles: {path} has no column {col}")
             g = mlp.groupby("num_tokens")[col].median().sort_index()
-            x, y = g.index.to_numpy(float), np.maximum.accumulate(g.to_numpy(float))
+            x = g.index.to_numpy(float)
+            # least-squares monotone fit: noise in one row does not lift every larger size
+            y = IsotonicRegression().fit(x, g.to_numpy(float)).predict(x)
             table = np.interp(n, x, y)
             above = n > x[-1]
             table[above] = y[-1] * n[above] / x[-1]  # beyond the profile: time ∝ tokens
