@@ -1,4 +1,4 @@
-"""CLI: ``python -m vidur_specdec.profiles {build,build-shipped,compare} ...``.
+"""CLI: ``python -m vidur_specdec.profiles {build,build-shipped,compare,calibrate} ...``.
 
 Bad input (unknown model or device, tp that does not split the model, unreadable
 files) prints one ``error: ...`` line to stderr and exits with status 2.
@@ -42,6 +42,15 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--device", required=True, help=f"one of {', '.join(sorted(DEVICES))}")
     c.add_argument("--tp", required=True, type=int)
     c.add_argument("--measured", required=True, help="folder with measured mlp.csv and attention[.sample].csv")
+    k = sub.add_parser(
+        "calibrate",
+        help="print the error table against Vidur's measured A100 profiles; with --write, refit params.py first",
+    )
+    k.add_argument("--shared", default=None,
+                   help="measured profiles root (default: ../shared/vidur-profiles beside the checkout)")
+    k.add_argument("--write", action="store_true",
+                   help="fit on Llama-2-7B and rewrite the calibrated block of vidur_specdec/profiles/params.py")
+    k.add_argument("--per-op", action="store_true", help="also print one row per op inside each group")
     return ap
 
 
@@ -67,6 +76,10 @@ def _run(args: argparse.Namespace) -> None:
         table = compare_profile(spec, args.device, args.tp, args.measured)
         print(f"# {spec.name} on {args.device}, tp={args.tp}, vs {args.measured}")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    elif args.command == "calibrate":
+        from .calibrate import run
+
+        print(run(args.shared, write=args.write, per_op=args.per_op))
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,10 +1,11 @@
 """Analytical per-operator time model, written in Vidur's profile CSV schema.
 
-Every op is a roofline: ``time_ms = max(flops / (peak_flops * compute_eff),
-bytes / (mem_bw * mem_eff)) * 1e3 + launch_ms`` per layer, per GPU at tensor
-parallel size ``tp``. All numbers come from :mod:`.params`; the functions take
-``devices`` / ``efficiency`` overrides so a calibration can try other values
-without editing that file.
+Every op is a roofline with kernel-level corrections (wave quantisation of
+GEMMs and of FlashAttention's decode blocks, L2 residency of small tensors,
+launch floors); times are ms per layer, per GPU at tensor parallel size ``tp``.
+All numbers come from :mod:`.params`; the functions take ``efficiency``
+overrides (same keys as ``params.EFFICIENCY``) so the calibration can try other
+values without editing that file. See ``docs/profiles.md`` for the equations.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ ATTENTION_META = (
     "attention_backend",
 )
 
-# Op groups used by the sanity comparison against measured profiles.
+# Op groups used by the comparison against measured profiles and the calibration.
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 ELEMENTWISE_OPS = ("emb", "input_layernorm", "attn_rope", "post_attention_layernorm", "mlp_act", "add")
 
@@ -75,7 +76,7 @@ class ProfileError(ValueError):
 
 
 def get_device(name: str, devices: Optional[Mapping] = None) -> Dict:
-    """Device figures (``peak_flops`` FLOP/s, ``mem_bw`` bytes/s, ``mem_bytes``) by name."""
+    """Device figures (``peak_flops``, ``mem_bw``, ``mem_bytes``, ``sms``, ``l2_bytes``) by name."""
     devices = P.DEVICES if devices is None else devices
     try:
         return dict(devices[name])
@@ -105,24 +106,55 @@ def _shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:
     return spec.hidden_size, spec.head_dim, q_heads, kv_heads, spec.ffn_size // tp
 
 
-def _roofline_ms(flops, nbytes, device: Mapping, compute_eff, mem_eff, launch_ms):
-    """max(compute, memory) time in ms plus the launch floor; arrays broadcast."""
-    t_compute = np.asarray(flops, dtype=float) / (device["peak_flops"] * np.asarray(compute_eff, dtype=float))
-    t_memory = np.asarray(nbytes, dtype=float) / (device["mem_bw"] * np.asarray(mem_eff, dtype=float))
-    return np.maximum(t_compute, t_memory) * 1e3 + launch_ms
+def _device_fields(device: Mapping) -> Mapping:
+    """``device`` with ``sms`` and ``l2_bytes`` filled in (A100 values) when a custom mapping lacks them."""
+    if "sms" in device and "l2_bytes" in device:
+        return device
+    d = dict(device)
+    d.setdefault("sms", P.DEVICES["a100"]["sms"])
+    d.setdefault("l2_bytes", P.DEVICES["a100"]["l2_bytes"])
+    return d
 
 
-def _memory_ms(nbytes, device: Mapping, mem_eff, launch_ms):
-    return np.asarray(nbytes, dtype=float) / (device["mem_bw"] * mem_eff) * 1e3 + launch_ms
+def _stream_ms(nbytes, device: Mapping, op: Mapping, l2: Mapping, tokens=None, token_bytes=None, block: Optional[Mapping] = None):
+    """Memory-bound kernel: the first ``resident_fraction`` of L2 worth of bytes moves
+    ``speedup`` times faster (L2 hits); the rest at ``mem_eff`` of HBM bandwidth.
+
+    Kernels that run one thread block per token (``tokens`` and ``token_bytes`` given)
+    cannot go faster than whole waves of one block per SM, each block streaming its
+    token's ``token_bytes`` at ``block["bw"]`` bytes/s: that floor sets the time of
+    small batches.
+    """
+    nb = np.asarray(nbytes, dtype=float)
+    fast = np.minimum(nb, l2["resident_fraction"] * device["l2_bytes"])
+    eff_bytes = fast / l2["speedup"] + (nb - fast)
+    t = eff_bytes / (device["mem_bw"] * op["mem_eff"])
+    if tokens is not None:
+        waves = np.ceil(np.asarray(tokens, dtype=float) / device["sms"])
+        t = np.maximum(t, waves * np.asarray(token_bytes, dtype=float) / block["bw"])
+    return t * 1e3 + op["launch_ms"]
 
 
 def _gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
-    """[tokens x k] x [k x n] GEMM: 2*t*k*n FLOPs; reads input and weights, writes output."""
+    """[tokens x k] x [k x n] GEMM (2*t*k*n FLOPs; reads input and weights, writes output).
+
+    Compute time blends the ideal time with the wave-quantised one (whole waves of
+    ``sms`` output tiles of ``gemm_tile_m x gemm_tile_n``); it is combined with the
+    weight-streaming time by a power mean (exponent ``overlap_exp``; large = max).
+    """
     t = np.asarray(tokens, dtype=float)
+    peak, sms = device["peak_flops"], device["sms"]
+    tm, tn = P.KERNEL["gemm_tile_m"], P.KERNEL["gemm_tile_n"]
     flops = 2.0 * t * k * n
     nbytes = b * (t * k + float(k) * n + t * n)
-    compute_eff = e["compute_eff_max"] * t / (t + e["compute_half"])
-    return _roofline_ms(flops, nbytes, device, compute_eff, e["mem_eff"], e["launch_ms"])
+    waves = np.ceil(np.ceil(t / tm) * math.ceil(n / tn) / sms)
+    t_flat = flops / (peak * e["compute_eff_max"])
+    t_wave = waves * (2.0 * tm * tn * k * sms) / (peak * e["compute_eff_max"])
+    w = e["wave_weight"]
+    t_compute = (1.0 - w) * t_flat + w * t_wave
+    t_memory = nbytes / (device["mem_bw"] * e["mem_eff"])
+    pw = e["overlap_exp"]
+    return (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + e["launch_ms"]
 
 
 def mlp_op_times(
@@ -134,32 +166,78 @@ def mlp_op_times(
 ) -> Dict[str, np.ndarray]:
     """Per-layer time in ms of every mlp.csv op for each entry of ``num_tokens``."""
     e = P.EFFICIENCY if efficiency is None else efficiency
+    device = _device_fields(device)
     b = P.DTYPE_BYTES
     h, hd, qh, kvh, ffn = _shard(spec, tp)
     t = np.asarray(num_tokens, dtype=float)
     act = t * h * b  # one [tokens x hidden] activation, bytes
-    g = e["gemm"]
+    g, l2, blk = e["gemm"], e["l2"], e["token_block"]
+    em = e["emb"]
+    norm_tok = 2 * h * b  # bytes one token's block moves (read x, write y)
     return {
-        # gather T rows of the (vocab-sharded) table, write T x hidden, read 8-byte ids
-        "emb": _memory_ms(2 * act + 8 * t, device, e["emb"]["mem_eff"], e["emb"]["launch_ms"]),
-        # read x, write y, read the weight vector
-        "input_layernorm": _memory_ms(2 * act + h * b, device, e["norm"]["mem_eff"], e["norm"]["launch_ms"]),
+        # vocab-parallel lookup: write T x hidden, read the rows held by this GPU's
+        # shard (a share of them), read 8-byte ids
+        "emb": _stream_ms(act * (1.0 + em["shard_read"] / tp) + 8 * t, device, em, l2),
+        # read x, write y, read the weight vector (not sharded by tp); one block per token
+        "input_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
         "attn_pre_proj": _gemm_ms(t, h, (qh + 2 * kvh) * hd, device, g, b),
-        # rotate q and k in place: read + write
-        "attn_rope": _memory_ms(
-            2 * t * (qh + kvh) * hd * b, device, e["attn_rope"]["mem_eff"], e["attn_rope"]["launch_ms"]
+        # rotate q and k in place: read + write; one block per token
+        "attn_rope": _stream_ms(
+            2 * t * (qh + kvh) * hd * b, device, e["attn_rope"], l2, t, 2 * (qh + kvh) * hd * b, blk
         ),
         "attn_post_proj": _gemm_ms(t, qh * hd, h, device, g, b),
-        "post_attention_layernorm": _memory_ms(
-            2 * act + h * b, device, e["norm"]["mem_eff"], e["norm"]["launch_ms"]
-        ),
+        "post_attention_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
         "mlp_up_proj": _gemm_ms(t, h, 2 * ffn, device, g, b),
-        # read gate and up, write their product
-        "mlp_act": _memory_ms(3 * t * ffn * b, device, e["mlp_act"]["mem_eff"], e["mlp_act"]["launch_ms"]),
+        # read gate and up, write their product; one block per token
+        "mlp_act": _stream_ms(3 * t * ffn * b, device, e["mlp_act"], l2, t, 3 * ffn * b, blk),
         "mlp_down_proj": _gemm_ms(t, ffn, h, device, g, b),
-        # residual add: read two, write one
-        "add": _memory_ms(3 * act, device, e["add"]["mem_eff"], e["add"]["launch_ms"]),
+        # residual add: read two, write one (not sharded by tp); a flat elementwise kernel
+        "add": _stream_ms(3 * act, device, e["add"], l2),
     }
+
+
+def decode_attention_ms(bs, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, d: Mapping):
+    """FlashAttention-2 decode of ``bs`` requests with ``kv`` cached tokens each.
+
+    One thread block per (request, KV head) -- the query heads of a GQA group share
+    a block. With at least ``decode_split_threshold`` x slots blocks, the blocks run
+    in whole waves of ``slots = sms x decode_ctas_per_sm``: each wave costs
+    ``wave_ms`` plus streaming one block's K/V per slot at ``mem_eff`` of HBM
+    bandwidth. With fewer blocks FA2 splits the sequence (split-KV) to fill the
+    GPU: one wave of overhead and the bytes at ``mem_eff x split_eff``.
+    """
+    bs = np.asarray(bs, dtype=float)
+    kv = np.asarray(kv, dtype=float)
+    b = P.DTYPE_BYTES
+    nbytes = b * bs * head_dim * (2.0 * kv * kv_heads + 2.0 * q_heads)  # K/V of the context; q in, out
+    t_bytes = nbytes / (device["mem_bw"] * d["mem_eff"]) * 1e3
+    slots = device["sms"] * P.KERNEL["decode_ctas_per_sm"]
+    blocks = np.maximum(bs * kv_heads, 1e-9)
+    x = blocks / slots
+    waves = np.ceil(x)
+    whole = waves * d["wave_ms"] + t_bytes * waves / x
+    split = d["wave_ms"] + t_bytes / d["split_eff"]
+    return np.where(x < P.KERNEL["decode_split_threshold"], split, whole) + d["launch_ms"]
+
+
+def prefill_attention_ms(chunk, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, p: Mapping):
+    """FlashAttention-2 prefill of one ``chunk``-token piece after ``kv`` cached tokens.
+
+    FLOPs ``4 d q c (context_cost K + causal_fraction c)``; the reached share of peak
+    grows with the work in flight (query tokens x heads), ``compute_eff_max x n/(n +
+    compute_half)`` with ``n = c q / prefill_ref_heads``; the cached K/V read is a
+    memory floor; writing the chunk's K/V costs ``kv_write_ms`` per (token x KV head).
+    """
+    c = np.asarray(chunk, dtype=float)
+    kv = np.asarray(kv, dtype=float)
+    b = P.DTYPE_BYTES
+    flops = 4.0 * head_dim * q_heads * c * (p["context_cost"] * kv + p["causal_fraction"] * c)
+    n = c * q_heads / P.KERNEL["prefill_ref_heads"]
+    eff = p["compute_eff_max"] * n / (n + p["compute_half"])
+    t_compute = flops / (device["peak_flops"] * eff)
+    nbytes = b * head_dim * (2.0 * c * q_heads + 2.0 * (kv + c) * kv_heads)  # q in, out; K/V of kv + chunk
+    t_memory = nbytes / (device["mem_bw"] * p["mem_eff"])
+    return np.maximum(t_compute, t_memory) * 1e3 + p["kv_write_ms"] * c * kv_heads + p["launch_ms"]
 
 
 def attention_op_times(
@@ -177,6 +255,7 @@ def attention_op_times(
     ignored): ``attn_decode`` is NaN there, and ``attn_prefill`` is NaN on decode rows.
     """
     e = P.EFFICIENCY if efficiency is None else efficiency
+    device = _device_fields(device)
     b = P.DTYPE_BYTES
     _, hd, qh, kvh, _ = _shard(spec, tp)
     bs, kv, chunk = np.broadcast_arrays(
@@ -185,24 +264,12 @@ def attention_op_times(
         np.asarray(prefill_chunk_size, dtype=float),
     )
     is_prefill = chunk > 0
-
-    d = e["attn_decode"]
-    dec_flops = 4.0 * bs * kv * qh * hd  # QK^T and PV
-    dec_bytes = b * bs * hd * (2.0 * kv * kvh + 2.0 * qh)  # K and V of the context; q in, out
-    dec_mem_eff = d["mem_eff_max"] * bs / (bs + d["batch_half"])
-    decode = _roofline_ms(dec_flops, dec_bytes, device, d["compute_eff"], dec_mem_eff, d["launch_ms"])
-    decode = decode + d["per_seq_kv_head_ms"] * bs * kvh
-
-    p = e["attn_prefill"]
+    decode = decode_attention_ms(np.where(is_prefill, 1.0, bs), kv, qh, kvh, hd, device, e["attn_decode"])
     c = np.where(is_prefill, chunk, 1.0)  # avoid 0/0 on decode rows (masked below)
-    pre_flops = 4.0 * c * (kv + p["causal_fraction"] * c) * qh * hd
-    pre_bytes = b * hd * (2.0 * c * qh + 2.0 * (kv + c) * kvh)  # q in, out; K/V of kv + chunk
-    pre_eff = p["compute_eff_max"] * c / (c + p["compute_half"])
-    prefill = _roofline_ms(pre_flops, pre_bytes, device, pre_eff, p["mem_eff"], p["launch_ms"])
+    prefill = prefill_attention_ms(c, kv, qh, kvh, hd, device, e["attn_prefill"])
 
     tokens = np.where(is_prefill, chunk, bs)
-    o = e["attn_output_reshape"]
-    out_reshape = _memory_ms(2.0 * tokens * qh * hd * b, device, o["mem_eff"], o["launch_ms"])
+    out_reshape = _stream_ms(2.0 * tokens * qh * hd * b, device, e["attn_output_reshape"], e["l2"])
     in_reshape = np.full(tokens.shape, float(e["attn_input_reshape"]["launch_ms"]))
 
     return {
