@@ -1,5 +1,13 @@
 """Command line: ``python -m vidur_specdec.main --config FILE [--output-dir DIR] [--set key=value ...]``.
 
+* A run config simulates one run (below).
+* A sweep config (a top-level ``sweep:``, ``grid:`` or ``rows:`` key) runs every
+  row, in parallel and resumably, into one CSV: see :mod:`vidur_specdec.sweep`
+  and docs/sweep.md (``--jobs``, ``--executor local|ray``, ``--address``, ``--overwrite``).
+* ``python -m vidur_specdec.main report RESULTS.csv -o page.html`` writes the
+  results explorer page (:mod:`vidur_specdec.report`).
+
+For a single run:
 Writes ``requests.csv``, ``steps.csv``, ``summary.json`` and the resolved
 ``config.yaml`` into the output folder (default: a fresh ``runs/<timestamp>``).
 Files are written into a temporary sibling folder and moved in place at the
@@ -74,12 +82,27 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     ap.add_argument("--output-dir", help="output folder (default: runs/<timestamp>)")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                     help="override any config key, e.g. --set speculative.num_speculative_tokens=2 (repeatable)")
+    from vidur_specdec.sweep import add_arguments  # --jobs, --executor, --address, --overwrite (sweeps only)
+
+    add_arguments(ap)
     return ap.parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "report":  # python -m vidur_specdec.main report RESULTS.csv -o page.html
+        from vidur_specdec import report
+
+        return report.main(argv[1:])
     args = parse_args(argv)
     try:
+        from vidur_specdec.config import read_yaml
+        from vidur_specdec.sweep import is_sweep
+
+        if is_sweep(read_yaml(args.config)):  # a top-level sweep:, grid: or rows: key (docs/sweep.md)
+            from vidur_specdec import sweep
+
+            return sweep.main(args)
         cfg = load(args.config, args.overrides)
         from vidur_specdec.simulation import prepare, run_prepared
 

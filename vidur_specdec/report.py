@@ -1,0 +1,437 @@
+"""Results explorer: one self-contained HTML page for a sweep CSV.
+
+``python -m vidur_specdec.main report RESULTS.csv -o page.html`` writes a page
+that works offline from a file (plotly.js and the data are inlined; no server,
+no network). Controls choose the load and the acceptance rate (and the
+proposer, when the CSV holds more than one); the chart shows the predicted
+median TPOT speedup at each k under each verify-attention assumption, the two
+joined by a line (a bracket between two modelling assumptions, not a
+confidence interval), with the 1x line of the no-speculation baseline; the
+table lists the selection. The page is a pure function of the CSV (no
+timestamps), so the same CSV gives the same bytes.
+
+``--markdown FILE`` also rewrites the block between ``<!-- recorded-table:NAME:begin -->``
+and ``<!-- recorded-table:NAME:end -->`` in FILE (NAME: the CSV's file name without
+``.csv``) with the CSV's speedup table; docs/sweep.md holds such blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import html
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from vidur_specdec.config import ConfigError
+
+REQUIRED = ["model", "device", "profiles", "num_requests", "qps", "method", "k", "acceptance_rate",
+            "verify_attention", "tpot_ms_p50", "ttft_ms_p50", "e2e_ms_p50", "tpot_speedup"]
+NUMERIC = {"num_requests", "qps", "k", "acceptance_rate", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
+           "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
+           "throughput_tok_s", "mean_tokens_per_step", "accepted_per_proposed", "ttft_ms_mean_first50",
+           "ttft_ms_mean_last50", "tpot_speedup", "row", "baseline_row", "makespan_s", "restarts"}
+KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
+        "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_tokens_per_step",
+        "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts"]
+ATTENTION_LABELS = {
+    "shared_kv": "KV read once (shared_kv, lower bound)",
+    "per_token": "Per-token KV reads (per_token, upper bound)",
+    "interpolated": "Interpolated",
+}
+MD_BEGIN = "<!-- recorded-table:{name}:begin -->"
+MD_END = "<!-- recorded-table:{name}:end -->"
+
+
+def read_results(path: Path) -> List[Dict]:
+    """Rows of a sweep CSV, numbers parsed (empty cells -> None); raises ConfigError naming the problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"report: file not found: {path}")
+    try:
+        with open(path, newline="") as f:
+            rd = csv.DictReader(f)
+            cols = rd.fieldnames or []
+            rows = list(rd)
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise ConfigError(f"report: {path} is not a CSV ({e})") from None
+    missing = [c for c in REQUIRED if c not in cols]
+    if missing:
+        raise ConfigError(f"report: {path} is not a sweep results CSV (missing column {missing[0]})")
+    if not rows:
+        raise ConfigError(f"report: {path} has no rows")
+    out = []
+    for i, r in enumerate(rows):
+        rec = {}
+        for c in KEEP + ["model", "device", "profiles", "num_requests", "sweep_hash"]:
+            v = r.get(c)
+            if v is None or v == "":
+                rec[c] = None
+            elif c in NUMERIC:
+                try:
+                    x = float(v)
+                except ValueError:
+                    raise ConfigError(f"report: {path} row {i + 1}: {c} is not a number: {v!r}") from None
+                rec[c] = int(x) if c in ("k", "row", "baseline_row", "num_requests", "restarts") else x
+            else:
+                rec[c] = v
+        out.append(rec)
+    return out
+
+
+def _uniq(values):
+    return sorted({v for v in values if v is not None})
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
+    def one(col):
+        vals = _uniq(r[col] for r in rows)
+        return ", ".join(str(v) for v in vals)
+
+    profiles = one("profiles")
+    if profiles == "shipped":
+        prof = (f"the repository's shipped {one('device').upper()} profile: analytical (roofline) operator "
+                "times tuned against one measured profile, not measurements (docs/profiles.md)")
+    else:
+        prof = f"operator profiles from {profiles} ({one('device').upper()})"
+    try:
+        href = os.path.relpath(Path(csv_path).resolve(), Path(out_path).resolve().parent)
+    except ValueError:  # pragma: no cover - different drives
+        href = Path(csv_path).name
+    nreq = _uniq(r["num_requests"] for r in rows)
+    return {
+        "model": one("model"),
+        "profile": prof,
+        "num_requests": ", ".join(str(n) for n in nreq),
+        "csv_name": Path(csv_path).name,
+        "csv_href": Path(href).as_posix(),
+        "sweep_hash": one("sweep_hash"),
+        "num_rows": len(rows),
+        "draft_model": one("draft_model"),
+    }
+
+
+def markdown_table(rows: List[Dict]) -> str:
+    """The recorded numbers as Markdown: per proposer, one line per load x acceptance rate x k."""
+    lines = ["No-speculation baselines (times in ms; the first and last 50 requests by arrival):", "",
+             "| load (req/s) | TTFT p50 | mean TTFT, first 50 | mean TTFT, last 50 | TPOT p50 | E2E p50 "
+             "| throughput (tok/s) |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    f = (lambda x, d: "-" if x is None else f"{x:.{d}f}")
+    for r in rows:
+        if r["method"] == "none":
+            lines.append(f"| {_num(r['qps'])} | {f(r['ttft_ms_p50'], 0)} | {f(r['ttft_ms_mean_first50'], 0)} | "
+                         f"{f(r['ttft_ms_mean_last50'], 0)} | {f(r['tpot_ms_p50'], 2)} | {f(r['e2e_ms_p50'], 0)} | "
+                         f"{f(r['throughput_tok_s'], 0)} |")
+    lines.append("")
+    for method in _uniq(r["method"] for r in rows if r["method"] != "none"):
+        lines += [f"Proposer: {method}. TPOT p50 in ms; speedup = baseline TPOT p50 / TPOT p50.", "",
+                  "| load (req/s) | baseline TPOT p50 | alpha | k | TPOT p50, shared_kv | speedup, shared_kv "
+                  "| TPOT p50, per_token | speedup, per_token |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for q in _uniq(r["qps"] for r in rows):
+            base = next((r for r in rows if r["qps"] == q and r["method"] == "none"), None)
+            bt = f"{base['tpot_ms_p50']:.2f}" if base and base["tpot_ms_p50"] is not None else "-"
+            sel = [r for r in rows if r["method"] == method and r["qps"] == q]
+            for a in _uniq(r["acceptance_rate"] for r in sel):
+                for k in _uniq(r["k"] for r in sel if r["acceptance_rate"] == a):
+                    cells = []
+                    for att in ("shared_kv", "per_token"):
+                        r = next((r for r in sel if r["k"] == k and r["acceptance_rate"] == a
+                                  and r["verify_attention"] == att), None)
+                        cells.append(f"{r['tpot_ms_p50']:.2f}" if r and r["tpot_ms_p50"] is not None else "-")
+                        cells.append(f"{r['tpot_speedup']:.2f}x" if r and r["tpot_speedup"] is not None else "-")
+                    lines.append(f"| {_num(q)} | {bt} | {_num(a)} | {k} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def markdown_block(md_text: str, name: str) -> Optional[str]:
+    """The text between the ``recorded-table:NAME`` markers, or None when absent."""
+    begin, end = MD_BEGIN.format(name=name), MD_END.format(name=name)
+    if begin not in md_text or end not in md_text:
+        return None
+    return md_text.split(begin, 1)[1].split(end, 1)[0].strip("\n") + "\n"
+
+
+def update_markdown(md_path: Path, csv_path: Path) -> None:
+    """Rewrite the ``recorded-table:<csv stem>`` block of ``md_path`` with the CSV's speedup table."""
+    md_path, name = Path(md_path), Path(csv_path).stem
+    text = md_path.read_text() if md_path.is_file() else ""
+    begin, end = MD_BEGIN.format(name=name), MD_END.format(name=name)
+    if markdown_block(text, name) is None:
+        raise ConfigError(f"report --markdown: {md_path} has no {begin} ... {end} block")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    new = head + begin + "\n" + markdown_table(read_results(csv_path)) + end + tail
+    if new != text:
+        md_path.write_text(new)
+
+
+_CSS = """
+:root { --ink:#1d2330; --muted:#5b6475; --line:#d9dde5; --bg:#ffffff; --soft:#f5f7fa;
+        --a:#1f5fbf; --b:#c2410c; --bracket:#8a93a3; }
+* { box-sizing: border-box; }
+body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+       color:var(--ink); background:var(--bg); }
+main { max-width: 1040px; margin: 0 auto; padding: 28px 20px 48px; }
+h1 { font-size: 26px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 28px 0 8px; }
+p { margin: 6px 0; }
+.muted { color: var(--muted); }
+.source { background: var(--soft); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px;
+          margin: 14px 0; }
+.controls { display:flex; flex-wrap:wrap; gap: 18px; align-items:flex-end; margin: 16px 0 6px; }
+.controls label { display:flex; flex-direction:column; font-size: 13px; color: var(--muted); gap: 4px; }
+.controls select { font-size: 15px; padding: 5px 8px; border:1px solid var(--line); border-radius: 6px;
+                   background: #fff; color: var(--ink); min-width: 190px; }
+#baseline { font-size: 14px; margin: 6px 0 0; }
+#chart { width: 100%; height: 430px; }
+.note { font-size: 13px; color: var(--muted); }
+table { border-collapse: collapse; width: 100%; margin-top: 8px; font-size: 14px; }
+caption { text-align: left; color: var(--muted); font-size: 13px; padding-bottom: 6px; }
+th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: right; white-space: nowrap; }
+th:nth-child(1), th:nth-child(2), td:nth-child(1), td:nth-child(2) { text-align: left; }
+thead th { background: var(--soft); font-weight: 600; }
+tr.baseline td { color: var(--muted); }
+td.slower { color: var(--b); font-weight: 600; }
+td.faster { color: var(--a); font-weight: 600; }
+dl { display:grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 8px 0; }
+dt { font-weight: 600; } dd { margin: 0; }
+"""
+
+_JS = r"""
+(function () {
+  const D = JSON.parse(document.getElementById('specdec-data').textContent);
+  const rows = D.rows;
+  const uniq = (xs) => Array.from(new Set(xs.filter((x) => x !== null))).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const fmt = (x, d) => (x === null || x === undefined ? '\u2014' : x.toFixed(d));
+  const num = (x) => String(x);
+  const ATT = D.attention_labels;
+  const COLORS = { shared_kv: '#1f5fbf', per_token: '#c2410c', interpolated: '#6b7280' };
+  const SYMBOLS = { shared_kv: 'circle', per_token: 'diamond', interpolated: 'square' };
+  const loadSel = document.getElementById('load');
+  const alphaSel = document.getElementById('alpha');
+  const methodSel = document.getElementById('method');
+  const spec = rows.filter((r) => r.method !== 'none');
+  function fill(sel, values, label) {
+    sel.innerHTML = '';
+    values.forEach((v) => { const o = document.createElement('option'); o.value = String(v); o.textContent = label(v); sel.appendChild(o); });
+  }
+  const loads = uniq(rows.map((r) => r.qps));
+  const baselineAt = (q) => rows.find((r) => r.qps === q && r.method === 'none') || null;
+  function loadLabel(q) {
+    const b = baselineAt(q);
+    if (!b || b.ttft_ms_mean_first50 === null || b.ttft_ms_mean_last50 === null) return num(q) + ' requests/s';
+    const g = b.ttft_ms_mean_last50 / b.ttft_ms_mean_first50;
+    return num(q) + ' requests/s' + (g >= 3 ? ' \u2014 overloaded' : '');
+  }
+  fill(loadSel, loads, loadLabel);
+  const methods = uniq(spec.map((r) => r.method));
+  fill(methodSel, methods, (m) => (m === 'draft_model' && D.meta.draft_model ? 'draft model (' + D.meta.draft_model + ')' : m === 'ngram' ? 'n-gram' : m));
+  document.getElementById('method-control').style.display = methods.length > 1 ? '' : 'none';
+  function refillAlpha() {
+    const m = methodSel.value, q = Number(loadSel.value);
+    const keep = alphaSel.value;
+    const alphas = uniq(spec.filter((r) => r.method === m && r.qps === q).map((r) => r.acceptance_rate));
+    fill(alphaSel, alphas, (a) => '\u03b1 = ' + num(a));
+    if (alphas.map(String).includes(keep)) alphaSel.value = keep;
+  }
+  function selection() {
+    const q = Number(loadSel.value), a = Number(alphaSel.value), m = methodSel.value;
+    const sel = spec.filter((r) => r.qps === q && r.method === m && r.acceptance_rate === a);
+    return { q, a, m, base: baselineAt(q), sel };
+  }
+  function draw() {
+    const s = selection();
+    const ks = uniq(s.sel.map((r) => r.k));
+    const cat = (k) => 'k = ' + k;
+    const atts = uniq(s.sel.map((r) => r.verify_attention)).sort((x, y) => (x === 'shared_kv' ? -1 : y === 'shared_kv' ? 1 : x < y ? -1 : 1));
+    const traces = [];
+    const bx = [], by = [];
+    ks.forEach((k) => {
+      const ys = s.sel.filter((r) => r.k === k && r.tpot_speedup !== null).map((r) => r.tpot_speedup);
+      if (ys.length > 1) { bx.push(cat(k), cat(k), null); by.push(Math.min(...ys), Math.max(...ys), null); }
+    });
+    traces.push({ type: 'scatter', mode: 'lines', x: bx, y: by, name: 'range between the two assumptions (not a confidence interval)',
+                  line: { color: '#8a93a3', width: 6 }, hoverinfo: 'skip', showlegend: bx.length > 0, connectgaps: false });
+    atts.forEach((att) => {
+      const pts = ks.map((k) => s.sel.find((r) => r.k === k && r.verify_attention === att) || null);
+      traces.push({
+        type: 'scatter', mode: 'markers', name: ATT[att] || att,
+        x: ks.map(cat), y: pts.map((r) => (r ? r.tpot_speedup : null)),
+        marker: { size: 13, color: COLORS[att] || '#333', symbol: SYMBOLS[att] || 'circle', line: { color: '#fff', width: 1.5 } },
+        customdata: pts.map((r) => (r ? [r.tpot_ms_p50, r.row] : [null, null])),
+        hovertemplate: '%{x}: %{y:.2f}\u00d7 (TPOT p50 %{customdata[0]:.2f} ms, CSV row %{customdata[1]})<extra>' + (ATT[att] || att) + '</extra>',
+      });
+    });
+    const ymax = Math.max(1.2, ...s.sel.map((r) => r.tpot_speedup || 0)) * 1.12;
+    const layout = {
+      margin: { l: 64, r: 20, t: 16, b: 48 }, font: { family: 'system-ui, sans-serif', size: 13, color: '#1d2330' },
+      xaxis: { type: 'category', title: { text: 'proposals per verify step (k)' }, categoryorder: 'array', categoryarray: ks.map(cat) },
+      yaxis: { title: { text: 'predicted median TPOT speedup (\u00d7)' }, range: [0, ymax], zeroline: false, gridcolor: '#e6e9ef' },
+      shapes: [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: 1, y1: 1, line: { color: '#1d2330', width: 1.5, dash: 'dash' } }],
+      annotations: [{ xref: 'paper', x: 0, y: 1, yanchor: 'bottom', xanchor: 'left', showarrow: false, text: '1\u00d7 = no-speculation baseline', font: { size: 12, color: '#5b6475' } }],
+      legend: { orientation: 'h', y: -0.2 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff',
+    };
+    Plotly.react('chart', traces, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ['lasso2d', 'select2d'] });
+    const b = s.base;
+    const bl = document.getElementById('baseline');
+    bl.textContent = b ? ('No-speculation baseline at ' + num(s.q) + ' requests/s: TPOT p50 ' + fmt(b.tpot_ms_p50, 2) + ' ms, TTFT p50 ' + fmt(b.ttft_ms_p50, 0) +
+      ' ms, E2E p50 ' + fmt(b.e2e_ms_p50, 0) + ' ms; mean TTFT of the first 50 requests ' + fmt(b.ttft_ms_mean_first50, 0) + ' ms, of the last 50 ' + fmt(b.ttft_ms_mean_last50, 0) + ' ms.')
+      : 'No baseline row at this load: speedups are not available.';
+    const tb = document.getElementById('rows');
+    tb.innerHTML = '';
+    const add = (r, base) => {
+      const tr = document.createElement('tr');
+      if (base) tr.className = 'baseline';
+      const cells = [base ? 'none (baseline)' : 'k = ' + r.k, base ? '\u2014' : (ATT[r.verify_attention] || r.verify_attention),
+        fmt(r.tpot_ms_p50, 2), fmt(r.ttft_ms_p50, 0), fmt(r.e2e_ms_p50, 0), r.tpot_speedup === null ? '\u2014' : fmt(r.tpot_speedup, 2) + '\u00d7'];
+      cells.forEach((c, i) => { const td = document.createElement('td'); td.textContent = c;
+        if (i === 5 && !base && r.tpot_speedup !== null) td.className = r.tpot_speedup < 1 ? 'slower' : 'faster'; tr.appendChild(td); });
+      tb.appendChild(tr);
+    };
+    if (b) add(b, true);
+    ks.forEach((k) => atts.forEach((att) => { const r = s.sel.find((x) => x.k === k && x.verify_attention === att); if (r) add(r, false); }));
+    document.getElementById('caption').textContent = 'Recorded results at ' + num(s.q) + ' requests/s, acceptance rate \u03b1 = ' + num(s.a) +
+      (methods.length > 1 ? ', proposer ' + s.m : '') + ' (times in ms, medians over the run\u2019s requests).';
+  }
+  loadSel.addEventListener('change', () => { refillAlpha(); draw(); });
+  methodSel.addEventListener('change', () => { refillAlpha(); draw(); });
+  alphaSel.addEventListener('change', draw);
+  refillAlpha();
+  draw();
+  window.specdecReport = { draw: draw, selection: selection };
+})();
+"""
+
+
+def build_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> str:
+    """The page's HTML text for ``csv_path`` (links to the CSV relative to ``out_path``)."""
+    from plotly.offline import get_plotlyjs
+
+    rows = read_results(csv_path)
+    if not any(r["method"] != "none" for r in rows):
+        raise ConfigError(f"report: {csv_path} has no speculative rows to compare")
+    meta = _meta(rows, csv_path, out_path)
+    data = {"rows": [{c: r.get(c) for c in KEEP} for r in rows], "meta": meta,
+            "attention_labels": ATTENTION_LABELS}
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
+    e = html.escape
+    title = title or "Speculative decoding: predicted TPOT speedup"
+    methods = _uniq(r["method"] for r in rows if r["method"] != "none")
+    proposer = ", ".join({"ngram": "n-gram lookup", "draft_model": f"draft model ({meta['draft_model']})"}.get(m, m)
+                         for m in methods)
+    js = get_plotlyjs()
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{e(title)}</title>
+<link rel="icon" href="data:,">
+<style>{_CSS}</style>
+<script>{js}</script>
+</head>
+<body>
+<main>
+<h1>{e(title)}</h1>
+<p class="muted">Where does speculation stop paying? Recorded predictions of the vidur_specdec simulator
+(Microsoft Vidur with a speculative Sarathi scheduler). Nothing is simulated in your browser.</p>
+<div class="source" id="source">
+<strong>Where the numbers come from.</strong>
+Model {e(meta['model'])} on {e(meta['profile'])}; Sarathi scheduler, pipeline parallelism 1;
+{e(meta['num_requests'])} requests per run with Poisson arrivals; proposer: {e(proposer)}.
+Source: <a href="{e(meta['csv_href'])}">{e(meta['csv_name'])}</a> ({meta['num_rows']} rows, sweep hash
+<code>{e(meta['sweep_hash'])}</code>).
+<strong>The acceptance rate is an input</strong> to the simulator (each guess accepted independently with
+probability &alpha;), not a prediction: pick the rate you expect from your drafter and workload.
+</div>
+<noscript><p><strong>This page needs JavaScript to draw the chart and the table.</strong></p></noscript>
+<div class="controls">
+<label for="load">Load (arrival rate)<select id="load"></select></label>
+<label for="alpha">Acceptance rate (input)<select id="alpha"></select></label>
+<label for="method" id="method-control">Proposer<select id="method"></select></label>
+</div>
+<p id="baseline" class="muted"></p>
+<h2>Predicted median TPOT speedup</h2>
+<div id="chart" role="img" aria-label="Predicted median TPOT speedup for each k under two verify-attention assumptions"></div>
+<p class="note">Speedup = the no-speculation baseline&rsquo;s median time per output token (TPOT) at the same load
+&divide; this configuration&rsquo;s. Above the dashed 1&times; line speculation is predicted to be faster. For each k,
+the grey line joins the two verify-attention assumptions: KV read once for all k+1 verify tokens (a lower
+bound on verify cost) and KV read per verify token (an upper bound). It brackets the modelling uncertainty; it
+is <strong>not a confidence interval</strong>.</p>
+<h2>The selected results</h2>
+<table>
+<caption id="caption"></caption>
+<thead><tr><th>Proposals</th><th>Attention assumption</th><th>TPOT p50 (ms)</th><th>TTFT p50 (ms)</th>
+<th>E2E p50 (ms)</th><th>TPOT speedup</th></tr></thead>
+<tbody id="rows"></tbody>
+</table>
+<h2>How to read it</h2>
+<dl>
+<dt>Verify step</dt><dd>With k proposals the target model computes k+1 tokens per request and keeps the accepted
+prefix plus one token of its own: cost grows with k, progress with the accepted prefix.</dd>
+<dt>Load</dt><dd>The same workload at each arrival rate. Under overload (the queue grows through the run) every
+ratio depends on how long the run is, so read it as a direction, not a size.</dd>
+<dt>Times</dt><dd>TPOT: time per output token after the first; TTFT: time to first token (includes queueing);
+E2E: arrival to last token. All are medians over the run&rsquo;s requests, in simulated milliseconds.</dd>
+<dt>Limits</dt><dd>The profile is analytical, not measured; rejection-sampler overhead is omitted; results
+are simulator predictions, not GPU measurements.</dd>
+</dl>
+</main>
+<script type="application/json" id="specdec-data">{blob}</script>
+<script>{_JS}</script>
+</body>
+</html>
+"""
+
+
+def write_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> Path:
+    out_path = Path(out_path)
+    text = build_page(Path(csv_path), out_path, title)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return out_path
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m vidur_specdec.main report",
+                                 description="Write a self-contained HTML results explorer for a sweep CSV.")
+    ap.add_argument("csv", help="sweep results CSV (e.g. sweeps/results/specdec_39.csv)")
+    ap.add_argument("-o", "--output", default=None, help="HTML page to write")
+    ap.add_argument("--title", default=None, help="page title")
+    ap.add_argument("--markdown", default=None, metavar="FILE",
+                    help="also refresh the recorded-table block in this Markdown file (docs/sweep.md)")
+    args = ap.parse_args(argv)
+    if not args.output and not args.markdown:
+        ap.error("give -o PAGE.html (and/or --markdown FILE)")
+    try:
+        if args.output:
+            out = write_page(Path(args.csv), Path(args.output), args.title)
+            print(f"wrote {out}")
+        if args.markdown:
+            update_markdown(Path(args.markdown), Path(args.csv))
+            print(f"updated {args.markdown}")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
