@@ -1,0 +1,424 @@
+"""Command line of the validation harness (``python -m vidur_specdec.validate SUBCOMMAND``).
+
+Subcommands: ``generate``, ``replay``, ``calibrate``, ``compare``, ``steps``,
+``run`` (the whole loop) and ``fake-server``. Bad input exits with status 2
+and one line on stderr; every file is written to a temporary name and
+renamed, so nothing is left half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from vidur_specdec.config import ConfigError
+
+PROG = "python -m vidur_specdec.validate"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"error: {self.prog}: {message}\n")
+        sys.exit(2)
+
+
+def _add_config(p, required=True) -> None:
+    p.add_argument("--config", required=required, help="simulator run config (YAML)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a simulator config key (repeatable)")
+
+
+def _add_workload(p) -> None:
+    p.add_argument("--arrival", choices=("poisson", "gamma", "static"),
+                   help="arrival process (default: the config's workload.arrival)")
+    p.add_argument("--cv", type=float, default=1.0, help="gamma: coefficient of variation of the gaps (1 = Poisson)")
+    p.add_argument("--seed", type=int, help="workload seed (default: the config's seed)")
+
+
+def _add_replay(p) -> None:
+    p.add_argument("--model", help="model name sent to the server (default: the first of GET /v1/models)")
+    p.add_argument("--timeout-s", type=float, default=600.0, help="per-request limit, send to last token (s)")
+    p.add_argument("--api-key", help="sent as 'Authorization: Bearer KEY' (a server started with --api-key)")
+    p.add_argument("--settle-s", type=float, default=1.0,
+                   help="wait this long after the last response before scraping /metrics again (s)")
+
+
+def _add_compare(p) -> None:
+    p.add_argument("--acceptance", choices=("per_position", "alpha"), default="per_position",
+                   help="which calibrated acceptance input the simulation uses")
+    p.add_argument("--plotlyjs", choices=("inline", "cdn"), default="inline",
+                   help="embed plotly.js in report.html (works offline) or link it from a CDN")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog=PROG, description="Replay a workload against a vLLM server, calibrate the simulator from "
+                                        "its counters, simulate the same requests and compare; read engine step logs.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("generate", help="write a seeded trace (CSV or JSONL) from a config's workload section")
+    _add_config(p)
+    _add_workload(p)
+    p.add_argument("--out", required=True, help="trace file, .csv or .jsonl")
+
+    p = sub.add_parser("replay", help="replay a trace against a server; writes measured.csv")
+    p.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
+    p.add_argument("--trace", required=True, help="trace file (CSV or JSONL)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--no-scrape", action="store_true", help="do not scrape /metrics before and after")
+    _add_replay(p)
+
+    p = sub.add_parser("calibrate", help="acceptance and KV budget from two /metrics scrapes")
+    p.add_argument("--dir", help="folder holding metrics_before.prom and metrics_after.prom (from replay)")
+    p.add_argument("--before", help="scrape taken before the replay")
+    p.add_argument("--after", help="scrape taken after the replay")
+    p.add_argument("--k", type=int, help="guesses per draft (default: from the counters)")
+    p.add_argument("--acceptance", choices=("per_position", "alpha"), default="per_position",
+                   help="acceptance input written to calibration.yaml")
+    p.add_argument("--out", required=True, help="output folder (calibration.json, calibration.yaml)")
+
+    p = sub.add_parser("compare", help="matched simulation of a trace, joined with measured.csv; report")
+    _add_config(p)
+    p.add_argument("--trace", required=True, help="the replayed trace")
+    p.add_argument("--measured", required=True, help="measured.csv from replay")
+    p.add_argument("--calibration", help="calibration.json (or its folder); without it the config is used as is")
+    p.add_argument("--out", required=True, help="output folder")
+    _add_compare(p)
+
+    p = sub.add_parser("steps", help="read engine step logs: acceptance, step times, cost-model check")
+    p.add_argument("--root", required=True, help="dataset root (holding steps/, tokens/, requests/, runs/)")
+    p.add_argument("--out", required=True, help="output folder")
+    _add_config(p, required=False)
+    for key in ("gpu", "target", "split", "drafter", "k", "c", "start"):
+        p.add_argument(f"--{key}", help=f"keep only runs with this {key}")
+    p.add_argument("--max-steps", type=int, help="cost-model check: at most this many steps per run (evenly spaced)")
+    p.add_argument("--times-unit", choices=("s", "ms"), default="s", help="unit of requests.times")
+
+    p = sub.add_parser("run", help="the whole loop: generate, replay, scrape, calibrate, simulate, compare")
+    p.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
+    _add_config(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--trace", help="replay this trace instead of generating one")
+    _add_workload(p)
+    _add_replay(p)
+    _add_compare(p)
+
+    p = sub.add_parser("fake-server", help="serve a fake vLLM (simple speculative engine, vLLM counters)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    p.add_argument("--port-file", help="write the chosen port here once listening")
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--alpha", type=float, default=0.7)
+    p.add_argument("--per-position", type=float, nargs="+", help="conditional rates a_1..a_k (overrides --alpha)")
+    p.add_argument("--base-ms", type=float, default=4.0)
+    p.add_argument("--per-req-ms", type=float, default=0.02)
+    p.add_argument("--per-token-ms", type=float, default=0.005)
+    p.add_argument("--cost-config", help="price steps with the simulator's cost model of this run config instead")
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    p.add_argument("--num-gpu-blocks", type=int, default=20000)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default="fake-model")
+    for mode in ("fail", "abort", "hang"):
+        p.add_argument(f"--{mode}", nargs="+", default=[], metavar="REQUEST_ID",
+                       help=f"{mode} these requests (by X-Request-Id)")
+    return ap
+
+
+# --------------------------------------------------------------------------- steps of the loop
+
+
+def _load_cfg(args):
+    from vidur_specdec.config import load
+
+    return load(args.config, args.overrides)
+
+
+def _generate(args, cfg, out: Path):
+    from vidur_specdec.validate.workload import generate_trace, write_trace
+
+    df = generate_trace(cfg, args.arrival, args.cv, args.seed)
+    write_trace(df, out)
+    return df
+
+
+def _scrape_text(url: str):
+    from vidur_specdec.validate.counters import scrape
+
+    return scrape(url)
+
+
+def _replay(args, url: str, trace, out: Path, scrape: bool, before=None):
+    from vidur_specdec.validate.common import write_csv, write_json, write_text
+    from vidur_specdec.validate.replay import chunk_log_jsonl, fetch_model_name, replay
+
+    if args.timeout_s <= 0:
+        raise ConfigError(f"--timeout-s: must be > 0, got {args.timeout_s}")
+    if scrape and before is None:
+        before = _scrape_text(url)
+    model = args.model or fetch_model_name(url, api_key=args.api_key)
+    res = replay(url, trace, model, args.timeout_s, api_key=args.api_key)
+    write_csv(out / "measured.csv", res.frame)
+    write_text(out / "chunks.jsonl", chunk_log_jsonl(res.chunks))
+    write_json(out / "replay.json", {"url": url, "model": model, **res.stats})
+    after = None
+    if scrape:
+        time.sleep(max(0.0, args.settle_s))
+        after = _scrape_text(url)
+        write_text(out / "metrics_before.prom", before.text)
+        write_text(out / "metrics_after.prom", after.text)
+    s = res.stats
+    print(f"replayed {s['num_requests']} requests in {s['wall_s']:.1f} s: "
+          + ", ".join(f"{v} {k}" for k, v in s["status_counts"].items())
+          + f"; max {s['max_in_flight']} in flight; send lateness p50 {s['lateness_ms_p50']:.2f} ms, "
+            f"p99 {s['lateness_ms_p99']:.2f} ms")
+    return res, before, after
+
+
+def _print_calibration(cal) -> None:
+    if cal.alpha is None:
+        print("calibration: no drafts observed; simulating without speculation"
+              + (f"; {cal.num_gpu_blocks} KV blocks" if cal.num_gpu_blocks else ""))
+    else:
+        print(f"calibration: k = {cal.num_speculative_tokens}, mean acceptance length "
+              f"{cal.mean_acceptance_length:.3f}, alpha {cal.alpha:.4f}, per position "
+              f"[{', '.join(f'{x:.3f}' for x in cal.per_position)}], "
+              f"KV blocks {cal.num_gpu_blocks if cal.num_gpu_blocks else 'not reported'}")
+    for w in cal.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+
+
+def _compare(args, config, trace_path: Path, trace, measured, cal, out: Path) -> None:
+    from vidur_specdec.validate.common import write_csv, write_json
+    from vidur_specdec.validate.compare import join, matched_config, simulate_matched, summarize
+    from vidur_specdec.validate.report import write_report
+
+    cfg = matched_config(config, trace_path, cal, args.acceptance, args.overrides)
+    if cal is not None and cal.alpha is not None and not cfg.speculative.enabled:
+        print("warning: the server drafted but the config's speculative.method is none; the simulation "
+              "does not speculate", file=sys.stderr)
+    res, sim = simulate_matched(cfg, trace)
+    comp = join(trace, measured, sim)
+    summary = summarize(comp, cal, res.summary, cfg)
+    write_csv(out / "simulated.csv", sim)
+    write_csv(out / "comparison.csv", comp)
+    write_json(out / "comparison.json", summary)
+    write_report(out / "report.html", comp, summary, plotlyjs=True if args.plotlyjs == "inline" else "cdn")
+    ex = summary["excluded"]
+    print(f"compared {summary['compared']} of {summary['requests']} requests"
+          + (" (excluded: " + ", ".join(f"{v} {k}" for k, v in ex.items()) + ")" if ex else ""))
+    for m, s in summary["metrics"].items():
+        print(f"  {m.upper():4s} median |error| {s['median_abs_pct_error']:.1f} %, p50 ratio {s['ratio_p50']:.3f}, "
+              f"p90 ratio {s['ratio_p90']:.3f} (simulated / measured)")
+    print(f"wrote {out}/simulated.csv, comparison.csv, comparison.json, report.html")
+
+
+def _provisional_check(config, overrides, trace_path: Path, before) -> None:
+    """Before replaying: the matched config must be valid for this trace and the server's KV budget."""
+    from vidur_specdec.validate.calibrate import Calibration
+    from vidur_specdec.validate.compare import matched_config
+    from vidur_specdec.validate.counters import cache_info, spec_counters
+
+    sc, cache = spec_counters(before), cache_info(before)
+    k = (max(sc.per_pos) + 1) if sc.per_pos else 0
+    cal = Calibration(0.5 if k else None, None, [0.5] * k, cache["num_gpu_blocks"], cache["block_size"], k,
+                      0, 0, 0, [], None, None, [])
+    cfg = matched_config(config, trace_path, cal, "per_position", overrides)
+    from vidur_specdec.simulation import prepare
+
+    prepare(cfg)  # raises ConfigError naming the key (lengths vs max_model_len, KV blocks)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_generate(args) -> int:
+    cfg = _load_cfg(args)
+    df = _generate(args, cfg, Path(args.out))
+    print(f"wrote {args.out}: {len(df)} requests over {df['arrival_offset_s'].max():.1f} s "
+          f"({args.arrival or cfg.workload.arrival} arrivals)")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    from vidur_specdec.validate.common import base_url
+    from vidur_specdec.validate.workload import load_trace
+
+    url = base_url(args.url)
+    trace = load_trace(args.trace)
+    out = Path(args.out)
+    _replay(args, url, trace, out, scrape=not args.no_scrape)
+    print(f"wrote {out}/measured.csv, chunks.jsonl, replay.json"
+          + ("" if args.no_scrape else ", metrics_before.prom, metrics_after.prom"))
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from vidur_specdec.validate.calibrate import calibrate, write_calibration
+    from vidur_specdec.validate.counters import read_snapshot
+
+    if args.dir:
+        before_p, after_p = Path(args.dir) / "metrics_before.prom", Path(args.dir) / "metrics_after.prom"
+    elif args.before and args.after:
+        before_p, after_p = Path(args.before), Path(args.after)
+    else:
+        raise ConfigError("--dir: give --dir, or both --before and --after")
+    if args.k is not None and args.k < 1:
+        raise ConfigError(f"--k: must be >= 1, got {args.k}")
+    cal = calibrate(read_snapshot(before_p, "--before"), read_snapshot(after_p, "--after"), args.k)
+    write_calibration(cal, args.out, args.acceptance)
+    _print_calibration(cal)
+    print(f"wrote {args.out}/calibration.json, calibration.yaml")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from vidur_specdec.validate.calibrate import read_calibration
+    from vidur_specdec.validate.common import read_table_file
+    from vidur_specdec.validate.workload import load_trace
+
+    _load_cfg(args)
+    trace = load_trace(args.trace)
+    measured = read_table_file(args.measured, "--measured")
+    if "request_id" not in measured:
+        raise ConfigError(f"--measured: {args.measured} has no request_id column")
+    cal = read_calibration(args.calibration) if args.calibration else None
+    _compare(args, args.config, Path(args.trace), trace, measured, cal, Path(args.out))
+    return 0
+
+
+def cmd_steps(args) -> int:
+    from vidur_specdec.validate.common import write_csv, write_json
+    from vidur_specdec.validate.steplogs import analyze
+
+    cost_model = None
+    if args.config:
+        from vidur_specdec.validate.cost import CostModel
+
+        cost_model = CostModel.from_config(_load_cfg(args))
+    if args.max_steps is not None and args.max_steps < 1:
+        raise ConfigError(f"--max-steps: must be >= 1, got {args.max_steps}")
+    filters = {k: getattr(args, k) for k in ("gpu", "target", "split", "drafter", "k", "c", "start")}
+    out = Path(args.out)
+    tables = analyze(args.root, cost_model, filters, args.max_steps, args.times_unit)
+    for name, df in tables.items():
+        write_csv(out / f"{name}.csv", df)
+    notes = {"root": str(args.root), "filters": {k: v for k, v in filters.items() if v is not None},
+             "outputs": {name: len(df) for name, df in tables.items()},
+             "cost_model": cost_model.model if cost_model else None}
+    if cost_model is not None and "step_check" in tables and "target" in tables["step_check"]:
+        targets = sorted(set(map(str, tables["step_check"]["target"])))
+        if any(cost_model.model.split("/")[-1].lower() not in t.lower() for t in targets):
+            notes["warning"] = (f"the cost model is {cost_model.model}, the step logs are of {targets}: "
+                                "the check compares different models")
+            print(f"warning: {notes['warning']}", file=sys.stderr)
+    write_json(out / "steps_summary.json", notes)
+    for name, df in tables.items():
+        print(f"  {name}.csv: {len(df)} rows")
+    if "step_check_summary" in tables:
+        s = tables["step_check_summary"]
+        for r in s[s["kind"] == "all"].to_dict("records"):
+            print(f"  {r.get('target')} {r.get('drafter')} k={r.get('k')} c={r.get('c')}: target forward "
+                  f"median |error| {r['target_median_abs_pct_error']:.1f} %, median ratio "
+                  f"{r['target_median_ratio']:.3f} (predicted / measured, {r['steps']} steps)")
+    print(f"wrote {out}/")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from vidur_specdec.validate.calibrate import calibrate, write_calibration
+    from vidur_specdec.validate.common import base_url
+    from vidur_specdec.validate.workload import load_trace, write_trace
+
+    url = base_url(args.url)
+    cfg = _load_cfg(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out: {out} exists and is not a folder")
+    if args.timeout_s <= 0:
+        raise ConfigError(f"--timeout-s: must be > 0, got {args.timeout_s}")
+    source = load_trace(args.trace) if args.trace else None
+    before = _scrape_text(url)  # the server must answer before anything is written
+    created = not out.exists()
+    trace_path = out / "trace.csv"
+    try:
+        if source is not None:
+            write_trace(source, trace_path)
+        else:
+            _generate(args, cfg, trace_path)
+        trace = load_trace(trace_path)
+        _provisional_check(args.config, args.overrides, trace_path, before)
+    except BaseException:
+        trace_path.unlink(missing_ok=True)
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+    print(f"trace: {len(trace)} requests over {trace['arrival_offset_s'].max():.1f} s -> {trace_path}")
+    res, before, after = _replay(args, url, trace, out, scrape=True, before=before)
+    cal = calibrate(before, after)
+    write_calibration(cal, out, args.acceptance)
+    _print_calibration(cal)
+    _compare(args, args.config, trace_path, trace, res.frame, cal, out)
+    return 0
+
+
+def cmd_fake_server(args) -> int:
+    from vidur_specdec.validate.fake_server import FakeEngineConfig, serve_forever
+
+    faults = {**{r: "fail" for r in args.fail}, **{r: "abort" for r in args.abort}, **{r: "hang" for r in args.hang}}
+    step_fn = None
+    if args.cost_config:
+        from vidur_specdec.config import load
+        from vidur_specdec.validate.cost import CostModel
+
+        cm = CostModel.from_config(load(args.cost_config))
+        step_fn = lambda info: sum(cm.composition_ms(info.decode_q, info.decode_ctx, info.prefill,  # noqa: E731
+                                                     info.num_tokens))
+    try:
+        cfg = FakeEngineConfig(k=args.k, alpha=args.alpha, per_position=args.per_position, base_ms=args.base_ms,
+                               per_req_ms=args.per_req_ms, per_token_ms=args.per_token_ms, step_time_fn=step_fn,
+                               max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                               num_gpu_blocks=args.num_gpu_blocks, block_size=args.block_size, seed=args.seed,
+                               model=args.model, faults=faults)
+    except ValueError as e:
+        raise ConfigError(f"--per-position: {e}") from None
+
+    def ready(url: str) -> None:
+        if args.port_file:
+            from vidur_specdec.validate.common import write_text
+
+            write_text(args.port_file, url.rsplit(":", 1)[1] + "\n")
+        print(f"fake vLLM server on {url} (k = {args.k}, alpha = {args.alpha}); Ctrl-C to stop", flush=True)
+
+    from vidur_specdec.validate.common import raise_fd_limit
+
+    raise_fd_limit()
+    try:
+        asyncio.run(serve_forever(cfg, args.host, args.port, ready))
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:
+        raise ConfigError(f"--port: cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    return 0
+
+
+COMMANDS = {"generate": cmd_generate, "replay": cmd_replay, "calibrate": cmd_calibrate, "compare": cmd_compare,
+            "steps": cmd_steps, "run": cmd_run, "fake-server": cmd_fake_server}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.cmd](args)
+    except ConfigError as e:
+        msg = str(e).replace("\n", " ")
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as e:  # pragma: no cover - defensive
+        print(f"error: bad JSON: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,130 @@
+"""Shared pieces of the validation harness: errors, atomic writes, URLs, time.
+
+Every file the harness writes goes to a temporary sibling first and is moved
+in place with :func:`os.replace`, so a failure never leaves a half-written
+file behind.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Union
+
+import pandas as pd
+
+from vidur_specdec.config import ConfigError
+
+FLOAT_FORMAT = "%.6f"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
+
+
+class ValidateError(ConfigError):
+    """Bad input to the harness (file, URL, counters); the message is one line."""
+
+
+def raise_fd_limit(want: int = 65536) -> int:
+    """Raise this process's open-file soft limit towards ``want`` (never above the hard limit).
+
+    Every in-flight request holds a socket; the common default of 1024 would
+    cap a replay (or the fake server) well below that many streams.
+    """
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            return target
+        return soft
+    except (ImportError, ValueError, OSError):
+        return -1
+
+
+def base_url(url: str) -> str:
+    """The server root: ``http://host:port`` (a trailing ``/v1`` or ``/`` is dropped)."""
+    u = (url or "").strip().rstrip("/")
+    if not (u.startswith("http://") or u.startswith("https://")):
+        raise ValidateError(f"--url: expected http://HOST:PORT, got {url!r}")
+    if u.endswith("/v1"):
+        u = u[:-3]
+    return u
+
+
+def _tmp_beside(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, FILE_MODE)
+    return Path(tmp)
+
+
+def write_text(path: Union[str, Path], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically."""
+    path = Path(path)
+    tmp = _tmp_beside(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def jsonable(x: Any) -> Any:
+    """NaN → None and numpy scalars → Python, recursively (for JSON)."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        try:
+            x = x.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    return x
+
+
+def write_json(path: Union[str, Path], data: Any) -> Path:
+    return write_text(path, json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n")
+
+
+def write_csv(path: Union[str, Path], df: pd.DataFrame) -> Path:
+    """Write a DataFrame as CSV atomically (floats with 6 decimals, like the simulator's tables)."""
+    path = Path(path)
+    tmp = _tmp_beside(path)
+    try:
+        df.to_csv(tmp, index=False, float_format=FLOAT_FORMAT)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read_table_file(path: Union[str, Path], what: str = "--input") -> pd.DataFrame:
+    """Read a CSV, JSONL or (with pyarrow) Parquet file; :class:`ValidateError` naming ``what`` on failure."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValidateError(f"{what}: file not found: {p}")
+    try:
+        if p.suffix in (".jsonl", ".json"):
+            rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+            return pd.DataFrame(rows)
+        if p.suffix == ".parquet":
+            if importlib.util.find_spec("pyarrow") is None:
+                raise ValidateError(f"{what}: {p} is Parquet and pyarrow is not installed")
+            return pd.read_parquet(p)
+        return pd.read_csv(p)
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ValidateError(f"{what}: cannot parse {p}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None

@@ -1,0 +1,151 @@
+"""Server counters: scrape ``/metrics`` and read vLLM's speculative-decoding and cache counters.
+
+The exposition is parsed with ``prometheus_client.parser`` (never regexes).
+Counters read, summed over every label set except ``position`` (engines,
+model names), as vLLM v1 exposes them:
+
+* ``vllm:spec_decode_num_drafts_total`` — drafts verified (one per decoding
+  request per step that carried guesses);
+* ``vllm:spec_decode_num_draft_tokens_total`` — guesses in those drafts;
+* ``vllm:spec_decode_num_accepted_tokens_total`` — guesses accepted;
+* ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="p"}`` — drafts
+  that accepted more than ``p`` guesses, ``p = 0..k-1`` (0-based);
+* ``vllm:cache_config_info`` — a gauge set to 1 whose labels carry the cache
+  config; its ``num_gpu_blocks`` and ``block_size`` labels give the KV budget.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Tuple, Union
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from vidur_specdec.validate.common import ValidateError, base_url
+
+DRAFTS = "vllm:spec_decode_num_drafts"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+CACHE_INFO = "vllm:cache_config_info"
+
+Key = Tuple[str, Tuple[Tuple[str, str], ...]]
+
+
+@dataclass
+class Snapshot:
+    """One scrape: the raw text and every sample keyed by (sample name, sorted labels)."""
+
+    text: str
+    samples: Dict[Key, float]
+
+    @classmethod
+    def parse(cls, text: str, source: str = "metrics") -> "Snapshot":
+        samples: Dict[Key, float] = {}
+        try:
+            for fam in text_string_to_metric_families(text):
+                for s in fam.samples:
+                    samples[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
+        except (ValueError, TypeError, IndexError) as e:
+            raise ValidateError(f"{source}: not Prometheus text exposition: {str(e)[:120]}") from None
+        return cls(text, samples)
+
+    def total(self, counter: str, label: Optional[str] = None) -> Union[Optional[float], Dict[str, float]]:
+        """Sum of ``counter``'s ``_total`` samples over all label sets (None if absent).
+
+        With ``label``, a dict ``label value -> sum`` instead.
+        """
+        names = {counter + "_total", counter}
+        out: Dict[str, float] = {}
+        found = False
+        for (name, labels), v in self.samples.items():
+            if name not in names:
+                continue
+            found = True
+            key = dict(labels).get(label, "") if label else ""
+            out[key] = out.get(key, 0.0) + v
+        if label:
+            return out
+        return out.get("") if found else None
+
+    def info_labels(self, gauge: str) -> list:
+        """Label dicts of every sample of an info-style gauge."""
+        return [dict(labels) for (name, labels), _ in self.samples.items() if name == gauge]
+
+
+def scrape(url: str, timeout_s: float = 10.0) -> Snapshot:
+    """GET ``URL/metrics`` and parse it."""
+    u = base_url(url) + "/metrics"
+    try:
+        with urllib.request.urlopen(u, timeout=timeout_s) as r:
+            text = r.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise ValidateError(f"--url: cannot scrape {u}: {reason}") from None
+    return Snapshot.parse(text, u)
+
+
+def read_snapshot(path: Union[str, Path], what: str) -> Snapshot:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ValidateError(f"{what}: file not found: {p}")
+    return Snapshot.parse(p.read_text(), f"{what} {p}")
+
+
+@dataclass
+class SpecCounters:
+    """The speculative-decoding counters (one scrape, or the difference of two)."""
+
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    per_pos: Dict[int, float]  # 0-based position -> drafts that accepted more than that many guesses
+    present: bool  # the server exposes spec-decode counters at all
+
+    def minus(self, before: "SpecCounters") -> "SpecCounters":
+        pos = sorted(set(self.per_pos) | set(before.per_pos))
+        d = SpecCounters(self.drafts - before.drafts, self.draft_tokens - before.draft_tokens,
+                         self.accepted - before.accepted,
+                         {p: self.per_pos.get(p, 0.0) - before.per_pos.get(p, 0.0) for p in pos},
+                         self.present)
+        if min([d.drafts, d.draft_tokens, d.accepted] + list(d.per_pos.values()), default=0.0) < 0:
+            raise ValidateError("counters went down between the two scrapes: did the server restart?")
+        return d
+
+
+def spec_counters(snap: Snapshot) -> SpecCounters:
+    drafts = snap.total(DRAFTS)
+    per_pos_raw = snap.total(PER_POS, label="position")
+    per_pos: Dict[int, float] = {}
+    for k, v in per_pos_raw.items():
+        try:
+            per_pos[int(k)] = v
+        except ValueError:
+            raise ValidateError(f"metrics: {PER_POS} has a non-integer position label {k!r}") from None
+    return SpecCounters(drafts or 0.0, snap.total(DRAFT_TOKENS) or 0.0, snap.total(ACCEPTED) or 0.0,
+                        per_pos, drafts is not None)
+
+
+def _int_label(v) -> Optional[int]:
+    try:
+        return int(float(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def cache_info(snap: Snapshot) -> Dict[str, Optional[int]]:
+    """``num_gpu_blocks`` and ``block_size`` from ``vllm:cache_config_info`` (None where absent).
+
+    Several engines (data parallel) each report their own budget; the
+    simulator models one replica, so all must agree.
+    """
+    rows = snap.info_labels(CACHE_INFO)
+    blocks = {_int_label(r.get("num_gpu_blocks")) for r in rows} - {None}
+    sizes = {_int_label(r.get("block_size")) for r in rows} - {None}
+    if len(blocks) > 1:
+        raise ValidateError(f"metrics: engines report different num_gpu_blocks {sorted(blocks)}; "
+                            "the simulator models one replica")
+    return {"num_gpu_blocks": blocks.pop() if blocks else None, "block_size": sizes.pop() if len(sizes) == 1 else None}
