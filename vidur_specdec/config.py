@@ -292,21 +292,25 @@ def parse_set(assignment: str) -> tuple:
     return key, value
 
 
+def set_dotted(data: Dict, key: str, value) -> None:
+    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``, creating mappings on the way (in place)."""
+    node = data
+    parts = key.split(".")
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, cannot set {key}")
+        node = child
+    node[parts[-1]] = copy.deepcopy(value)
+
+
 def apply_overrides(data: Dict, overrides: List[str]) -> Dict:
     """Return a copy of ``data`` with each ``key.path=value`` override applied."""
     out = copy.deepcopy(data) if data else {}
     for assignment in overrides or []:
-        key, value = parse_set(assignment)
-        node = out
-        parts = key.split(".")
-        for i, part in enumerate(parts[:-1]):
-            child = node.get(part)
-            if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
-                raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, cannot set {key}")
-            node = child
-        node[parts[-1]] = value
+        set_dotted(out, *parse_set(assignment))
     return out
 
 

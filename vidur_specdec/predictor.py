@@ -41,19 +41,8 @@ from vidur.execution_time_predictor import (
 from vidur.types import BaseIntEnum
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.ops import LINEAR_OPS
 
-# Linear / elementwise ops charged on every query token of a step, by Vidur's names.
-LINEAR_OPS = (
-    "attn_pre_proj",
-    "attn_post_proj",
-    "attn_rope",
-    "mlp_up_proj",
-    "mlp_down_proj",
-    "mlp_act",
-    "input_layernorm",
-    "post_attention_layernorm",
-    "add",
-)
 # Ops that make up Vidur's per-layer model time (kv_cache_save and emb are not counted by Vidur).
 LAYER_OPS = LINEAR_OPS
 

@@ -67,7 +67,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, apply_overrides, from_dict, read_yaml
+from vidur_specdec.config import (
+    ConfigError,
+    RunConfig,
+    SpeculativeConfig,
+    apply_overrides,
+    from_dict,
+    read_yaml,
+    set_dotted,
+)
 
 SWEEP_KEYS = ("sweep", "base", "grid", "rows")
 JOURNAL_FORMAT = 1
@@ -226,19 +234,6 @@ def _fmt_value(v) -> str:
     return str(v)
 
 
-def _set_dotted(data: Dict, key: str, value) -> None:
-    node = data
-    parts = key.split(".")
-    for i, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif not isinstance(child, dict):
-            raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, cannot set {key}")
-        node = child
-    node[parts[-1]] = copy.deepcopy(value)
-
-
 def _get_dotted(data: Mapping, key: str):
     node = data
     for part in key.split("."):
@@ -375,7 +370,7 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
         data_i = copy.deepcopy(dict(base))
         try:
             for k, v in ov.items():
-                _set_dotted(data_i, k, v)
+                set_dotted(data_i, k, v)
             cfg = _normalise(from_dict(data_i))
         except ConfigError as e:
             raise ConfigError(f"{where} (sweep row {i}: {', '.join(f'{k}={_fmt_value(v)}' for k, v in ov.items())}): "

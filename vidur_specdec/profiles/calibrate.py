@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..models import ModelSpec, get_model
+from ..ops import LINEAR_OPS
 from . import params as P
 from .builder import GEMM_OPS, ELEMENTWISE_OPS, ProfileError, attention_op_times, get_device, mlp_op_times
 
@@ -42,19 +43,9 @@ FIT_MODEL = "meta-llama/Llama-2-7b-hf"
 HELD_OUT_MODEL = "meta-llama/Llama-2-70b-hf"
 FIT_FILES = ("mlp.csv", "attention.sample.csv")
 
-# Ops that make up one layer's time in the simulator (vidur_specdec.predictor.LAYER_OPS)
+# Ops that make up one layer's time in the simulator (vidur_specdec.ops.LINEAR_OPS)
 # plus the attention kernel; emb runs once per model, not per layer.
-LAYER_LINEAR_OPS = (
-    "attn_pre_proj",
-    "attn_post_proj",
-    "attn_rope",
-    "mlp_up_proj",
-    "mlp_down_proj",
-    "mlp_act",
-    "input_layernorm",
-    "post_attention_layernorm",
-    "add",
-)
+LAYER_LINEAR_OPS = LINEAR_OPS
 
 # Held-out targets (median |% error| on Llama-2-70B) from issue 4.
 TARGETS = {"gemm": 10.0, "elementwise": 10.0, "attn_decode": 10.0, "attn_prefill": 15.0,
