@@ -8,8 +8,8 @@ fitted predictor (warm in-process cache) and Vidur's event loop:
 * vidur  — ``run_vidur_sarathi(default.yaml)``: Vidur's own SarathiReplicaScheduler,
            Request and MetricsStore (plots off), plain decoding.
 
-Prints wall time per run (median of --repeat runs) and the ratio ours / vidur
-(< 1: the speculative run is faster). Usage:
+Prints wall time per run (median of --repeat interleaved runs) and the ratio
+ours / vidur (< 1: the speculative run is faster). Usage:
 
     python benchmarks/bench_core.py [--repeat 5] [--config configs/default.yaml]
 """
@@ -24,13 +24,10 @@ from vidur_specdec import run_vidur_sarathi, simulate
 REPO = Path(__file__).resolve().parents[1]
 
 
-def timed(fn, repeat):
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        out.append(time.perf_counter() - t0)
-    return out, result
+def timed(fn):
+    t0 = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t0, result
 
 
 def main():
@@ -42,8 +39,11 @@ def main():
 
     simulate(args.config, args.overrides)  # warm: fit the predictor once, import everything
     run_vidur_sarathi(args.config, args.overrides)
-    ours, res = timed(lambda: simulate(args.config, args.overrides), args.repeat)
-    vidur, _ = timed(lambda: run_vidur_sarathi(args.config, args.overrides), args.repeat)
+    ours, vidur = [], []
+    for _ in range(args.repeat):  # interleaved, so a drift in machine load hits both sides alike
+        t, res = timed(lambda: simulate(args.config, args.overrides))
+        ours.append(t)
+        vidur.append(timed(lambda: run_vidur_sarathi(args.config, args.overrides))[0])
     s = res.summary
     print(f"workload: {s['num_requests']} requests, {s['output_tokens']} output tokens; "
           f"ours: {s['method']} k={s['num_speculative_tokens']}, {s['num_steps']} steps")
