@@ -21,7 +21,6 @@ import argparse
 import csv
 import html
 import json
-import math
 import os
 import sys
 from pathlib import Path

@@ -17,12 +17,13 @@ import dataclasses
 import hashlib
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Union
 
 import pandas as pd
 from vidur.config import (
+    BaseRequestGeneratorConfig,
     CacheConfig,
     ClusterConfig,
     MetricsConfig,
@@ -34,8 +35,11 @@ from vidur.config import (
 from vidur.config.model_config import BaseModelConfig, Llama2ModelConfig
 from vidur.entities import Request
 from vidur.entities.base_entity import BaseEntity
+from vidur.request_generator.base_request_generator import BaseRequestGenerator
+from vidur.request_generator.request_generator_registry import RequestGeneratorRegistry
 from vidur.events.base_event import BaseEvent
 from vidur.simulator import Simulator
+from vidur.types import BaseIntEnum
 
 from vidur_specdec import acceptance as acceptance_mod
 from vidur_specdec import memory, proposers, verify_cost
@@ -51,7 +55,7 @@ from vidur_specdec.predictor import (
 )
 from vidur_specdec.request import SpecRequest
 from vidur_specdec.scheduler import SpecSarathiSchedulerConfig
-from vidur_specdec.workload import PrebuiltRequestGeneratorConfig, RequestSpec, generate
+from vidur_specdec.workload import RequestSpec, generate
 
 logging.getLogger("vidur").setLevel(logging.WARNING)
 
@@ -130,6 +134,48 @@ class SpecDecSimulator(Simulator):
     @property
     def requests(self) -> List[Request]:
         return self._request_generator.requests
+
+
+# --------------------------------------------------------------------------- the workload, as a Vidur request generator
+
+
+class SpecDecGeneratorType(BaseIntEnum):
+    """Registry keys of this project (values >= 100 never collide with Vidur's)."""
+
+    PREBUILT = 100
+
+
+SPECDEC_GENERATOR = SpecDecGeneratorType.PREBUILT
+
+
+@dataclass
+class PrebuiltRequestGeneratorConfig(BaseRequestGeneratorConfig):
+    """A fixed list of :class:`RequestSpec`; ``request_class`` builds the Vidur requests."""
+
+    specs: list = field(default_factory=list)
+    request_class: type = Request
+
+    @staticmethod
+    def get_type():
+        return SPECDEC_GENERATOR
+
+
+class PrebuiltRequestGenerator(BaseRequestGenerator):
+    """Turns the prebuilt specs into fresh Vidur requests (one list per simulation)."""
+
+    def generate_requests(self) -> List[Request]:
+        cls = self.config.request_class
+        out = []
+        for i, s in enumerate(self.config.specs):
+            if cls is Request:
+                out.append(Request(s.arrived_at_s, s.prompt_tokens, s.output_tokens))
+            else:
+                out.append(cls(s.arrived_at_s, s.prompt_tokens, s.output_tokens, index=i))
+        self.requests = out
+        return out
+
+
+RequestGeneratorRegistry.register(SPECDEC_GENERATOR, PrebuiltRequestGenerator)
 
 
 # --------------------------------------------------------------------------- building a run

@@ -1,9 +1,10 @@
 """Workloads: seeded arrivals and exact prompt/output lengths, fed to Vidur.
 
 The workload is drawn once, up front, from its own seeded stream
-(``numpy.random.default_rng([seed, 1])``) and handed to Vidur through a
-request generator registered under :data:`SPECDEC_GENERATOR`, so the same
-config and seed give the same requests whatever the scheduler.
+(``numpy.random.default_rng([seed, 1])``) and handed to Vidur through the
+request generator registered in :mod:`vidur_specdec.simulation`, so the same
+config and seed give the same requests whatever the scheduler. This module
+does not import Vidur.
 
 Arrivals: ``poisson`` (exponential gaps at ``qps``, not truncated — Vidur's own
 generator caps gaps at 3× the mean), ``static`` (all at t = 0) or ``trace``
@@ -13,18 +14,14 @@ generator caps gaps at 3× the mean), ``static`` (all at t = 0) or ``trace``
 
 from __future__ import annotations
 
+import importlib.util
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List
 
 import numpy as np
 import pandas as pd
-from vidur.config import BaseRequestGeneratorConfig
-from vidur.entities import Request
-from vidur.request_generator.base_request_generator import BaseRequestGenerator
-from vidur.request_generator.request_generator_registry import RequestGeneratorRegistry
-from vidur.types import BaseIntEnum
 
 from vidur_specdec.config import ConfigError, LengthDist, WorkloadConfig
 
@@ -50,28 +47,50 @@ def draw_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
     raise ValueError(f"unknown length distribution {d.dist!r}")
 
 
-def read_trace(path: str) -> List[RequestSpec]:
-    """Read a trace (CSV or JSONL); raises :class:`ConfigError` naming the file on bad input."""
+def read_table(path, key: str) -> pd.DataFrame:
+    """Read a CSV, JSONL, or (where pyarrow is installed) Parquet table; :class:`ConfigError` naming ``key``."""
     p = Path(path).expanduser()
     if not p.is_file():
-        raise ConfigError(f"workload.trace_file: file not found: {p}")
+        raise ConfigError(f"{key}: file not found: {p}")
     try:
         if p.suffix in (".jsonl", ".json"):
-            df = pd.DataFrame([json.loads(line) for line in p.read_text().splitlines() if line.strip()])
-        else:
-            df = pd.read_csv(p)
-    except (ValueError, pd.errors.ParserError) as e:
-        raise ConfigError(f"workload.trace_file: cannot parse {p}: {str(e).splitlines()[0]}") from None
+            return pd.DataFrame([json.loads(line) for line in p.read_text().splitlines() if line.strip()])
+        if p.suffix == ".parquet":
+            if importlib.util.find_spec("pyarrow") is None:
+                raise ConfigError(f"{key}: {p} is Parquet and pyarrow is not installed")
+            return pd.read_parquet(p)
+        return pd.read_csv(p)
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{key}: cannot parse {p}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+
+
+def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
+    """Read a trace (CSV, JSONL, or Parquet where pyarrow is installed), checked and sorted by arrival.
+
+    Returns every column of the file with the arrival column named
+    ``arrived_at_s`` (``arrival_offset_s`` is accepted), rows in stable arrival
+    order. Raises :class:`ConfigError` naming ``key`` and the file on bad input.
+    """
+    p = Path(path).expanduser()
+    df = read_table(p, key)
     if "arrived_at_s" not in df and "arrival_offset_s" in df:
         df = df.rename(columns={"arrival_offset_s": "arrived_at_s"})
     missing = {"arrived_at_s", "prompt_tokens", "output_tokens"} - set(df.columns)
     if missing:
-        raise ConfigError(f"workload.trace_file: {p} lacks columns {sorted(missing)}")
+        raise ConfigError(f"{key}: {p} lacks columns {sorted(missing)}")
     if len(df) == 0:
-        raise ConfigError(f"workload.trace_file: {p} has no requests")
-    if (df["prompt_tokens"] < 1).any() or (df["output_tokens"] < 1).any() or (df["arrived_at_s"] < 0).any():
-        raise ConfigError(f"workload.trace_file: {p} needs prompt_tokens >= 1, output_tokens >= 1, arrived_at_s >= 0")
-    df = df.sort_values("arrived_at_s", kind="stable")
+        raise ConfigError(f"{key}: {p} has no requests")
+    for col in ("prompt_tokens", "output_tokens"):
+        if not pd.api.types.is_numeric_dtype(df[col]) or (df[col] < 1).any():
+            raise ConfigError(f"{key}: {p}: {col} must be integers >= 1")
+    if not pd.api.types.is_numeric_dtype(df["arrived_at_s"]) or (df["arrived_at_s"] < 0).any():
+        raise ConfigError(f"{key}: {p}: arrived_at_s must be numbers >= 0")
+    return df.sort_values("arrived_at_s", kind="stable").reset_index(drop=True)
+
+
+def read_trace(path) -> List[RequestSpec]:
+    """The requests of a trace file (see :func:`read_trace_frame`)."""
+    df = read_trace_frame(path)
     return [RequestSpec(float(a), int(pr), int(o))
             for a, pr, o in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"])]
 
@@ -89,45 +108,3 @@ def generate(w: WorkloadConfig, seed: int) -> List[RequestSpec]:
     prompts = draw_lengths(w.prompt_tokens, n, rng)
     outputs = draw_lengths(w.output_tokens, n, rng)
     return [RequestSpec(float(a), int(p), int(o)) for a, p, o in zip(arrivals, prompts, outputs)]
-
-
-# --------------------------------------------------------------------------- Vidur generator
-
-
-class SpecDecGeneratorType(BaseIntEnum):
-    """Registry keys of this project (values >= 100 never collide with Vidur's)."""
-
-    PREBUILT = 100
-
-
-SPECDEC_GENERATOR = SpecDecGeneratorType.PREBUILT
-
-
-@dataclass
-class PrebuiltRequestGeneratorConfig(BaseRequestGeneratorConfig):
-    """A fixed list of :class:`RequestSpec`; ``request_class`` builds the Vidur requests."""
-
-    specs: list = field(default_factory=list)
-    request_class: type = Request
-
-    @staticmethod
-    def get_type():
-        return SPECDEC_GENERATOR
-
-
-class PrebuiltRequestGenerator(BaseRequestGenerator):
-    """Turns the prebuilt specs into fresh Vidur requests (one list per simulation)."""
-
-    def generate_requests(self) -> List[Request]:
-        cls = self.config.request_class
-        out = []
-        for i, s in enumerate(self.config.specs):
-            if cls is Request:
-                out.append(Request(s.arrived_at_s, s.prompt_tokens, s.output_tokens))
-            else:
-                out.append(cls(s.arrived_at_s, s.prompt_tokens, s.output_tokens, index=i))
-        self.requests = out
-        return out
-
-
-RequestGeneratorRegistry.register(SPECDEC_GENERATOR, PrebuiltRequestGenerator)

@@ -7,7 +7,6 @@ file behind.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -113,18 +112,7 @@ def write_csv(path: Union[str, Path], df: pd.DataFrame) -> Path:
 
 
 def read_table_file(path: Union[str, Path], what: str = "--input") -> pd.DataFrame:
-    """Read a CSV, JSONL or (with pyarrow) Parquet file; :class:`ValidateError` naming ``what`` on failure."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise ValidateError(f"{what}: file not found: {p}")
-    try:
-        if p.suffix in (".jsonl", ".json"):
-            rows = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-            return pd.DataFrame(rows)
-        if p.suffix == ".parquet":
-            if importlib.util.find_spec("pyarrow") is None:
-                raise ValidateError(f"{what}: {p} is Parquet and pyarrow is not installed")
-            return pd.read_parquet(p)
-        return pd.read_csv(p)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise ValidateError(f"{what}: cannot parse {p}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    """Read a CSV, JSONL or (with pyarrow) Parquet file; an error names ``what`` (one line)."""
+    from vidur_specdec.workload import read_table
+
+    return read_table(path, what)

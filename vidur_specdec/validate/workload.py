@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from vidur_specdec.config import RunConfig
-from vidur_specdec.validate.common import ValidateError, read_table_file, write_text
+from vidur_specdec.validate.common import ValidateError, write_text
+from vidur_specdec.workload import read_trace_frame
 
 ARRIVALS = ("poisson", "gamma", "static")
 TRACE_COLUMNS = ["request_id", "arrival_offset_s", "prompt_tokens", "output_tokens", "prompt_token_ids"]
@@ -126,20 +127,7 @@ def load_trace(path: Union[str, Path], what: str = "--trace") -> pd.DataFrame:
     ``request_id`` defaults to that index; missing ``prompt_token_ids`` stay
     None (the replay client then draws seeded ids of the right length).
     """
-    df = read_table_file(path, what)
-    if "arrival_offset_s" not in df and "arrived_at_s" in df:
-        df = df.rename(columns={"arrived_at_s": "arrival_offset_s"})
-    missing = {"arrival_offset_s", "prompt_tokens", "output_tokens"} - set(df.columns)
-    if missing:
-        raise ValidateError(f"{what}: {path} lacks columns {sorted(missing)}")
-    if len(df) == 0:
-        raise ValidateError(f"{what}: {path} has no requests")
-    for col in ("prompt_tokens", "output_tokens"):
-        if not pd.api.types.is_numeric_dtype(df[col]) or (df[col] < 1).any():
-            raise ValidateError(f"{what}: {path}: {col} must be integers >= 1")
-    if not pd.api.types.is_numeric_dtype(df["arrival_offset_s"]) or (df["arrival_offset_s"] < 0).any():
-        raise ValidateError(f"{what}: {path}: arrival_offset_s must be numbers >= 0")
-    df = df.sort_values("arrival_offset_s", kind="stable").reset_index(drop=True)
+    df = read_trace_frame(path, key=what).rename(columns={"arrived_at_s": "arrival_offset_s"})
     df["sim_index"] = np.arange(len(df))
     if "request_id" not in df:
         df["request_id"] = df["sim_index"]
