@@ -126,5 +126,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def _entry() -> None:
+    """Console entry point; a closed stdout pipe (``... | head``) ends quietly."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _entry()
