@@ -176,3 +176,10 @@ def test_known_models_are_consistent():
     for spec in KNOWN_MODELS.values():
         assert spec.hidden_size % spec.num_heads == 0
         assert spec.num_heads % spec.num_kv_heads == 0
+
+
+def test_acceptance_streams_are_not_the_workload_stream():
+    acc = AcceptanceModel(pmf_from_rates([0.8] * 4), seed=0)
+    workload_stream = np.random.default_rng([0, 1]).random(50)
+    for i in range(4):
+        assert not np.array_equal(acc.stream(i, 50), workload_stream)

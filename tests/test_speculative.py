@@ -195,3 +195,54 @@ def test_measured_profile_mode(measured_profiles):
     res = simulate(small(num_requests=30), overrides=[f"profiles={measured_profiles}"])
     _tokens_right(res)
     assert "attention.sample.csv" in res.summary["profiles"]["target_attention"]
+
+
+def test_guesses_leave_a_token_for_every_later_decode():
+    # 8 decodes, budget 8: plain Sarathi fills the step with 8 one-token decodes, so no room for guesses
+    cfg = small(num_requests=8, k=4, alpha=0.7)
+    cfg["workload"] = {"num_requests": 8, "arrival": "static",
+                       "prompt_tokens": {"dist": "fixed", "value": 1}, "output_tokens": {"dist": "fixed", "value": 50}}
+    cfg["scheduler"] = {"chunk_size": 8}
+    s = simulate(cfg).steps
+    assert (s["num_tokens"] <= 8).all()
+    cfg["scheduler"] = {"chunk_size": 16}
+    s = simulate(cfg).steps
+    assert (s["num_tokens"] <= 16).all() and (s["spec_tokens"] > 0).any()
+
+
+def test_kv_blocks_too_few_for_the_longest_request_are_refused_before_running():
+    from vidur_specdec.config import ConfigError
+
+    cfg = small(num_requests=2, method="none")
+    cfg["workload"] = {"num_requests": 2, "arrival": "static",
+                       "prompt_tokens": {"dist": "fixed", "value": 61}, "output_tokens": {"dist": "fixed", "value": 48}}
+    cfg["scheduler"] = {"block_size": 32, "num_blocks": 4}  # 4 blocks hold 109 tokens, but Sarathi needs one free
+    with pytest.raises(ConfigError, match=r"scheduler.num_blocks: .* allowed: >= 5"):
+        simulate(cfg)
+    cfg["scheduler"]["num_blocks"] = 5
+    _tokens_right(simulate(cfg))
+
+
+def test_drafter_stops_guessing_at_its_context_limit():
+    cfg = small(num_requests=1, method="draft_model", k=4, alpha=1.0)
+    cfg["workload"] = {"num_requests": 1, "arrival": "static",
+                       "prompt_tokens": {"dist": "fixed", "value": 2000}, "output_tokens": {"dist": "fixed", "value": 300}}
+    res = simulate(cfg)
+    _tokens_right(res)
+    s = res.steps[res.steps["decode_reqs"] > 0]
+    # llama-160m has max_model_len 2048: guesses stop once the context reaches it
+    assert (s.loc[s["ctx_tokens"] >= 2048, "spec_tokens"] == 0).all()
+    assert (s.loc[s["ctx_tokens"] + s["spec_tokens"] > 2048, "spec_tokens"] == 0).all()
+    assert (s.loc[s["ctx_tokens"] < 2040, "spec_tokens"] == 4).all()
+
+
+@pytest.mark.parametrize("row", ["nan,100,20", "inf,100,20", "0.1,50.5,20", "0.1,,20", "-1,10,10"])
+def test_bad_trace_values_are_one_line_errors(tmp_path, row):
+    from vidur_specdec.config import ConfigError
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at_s,prompt_tokens,output_tokens\n0.0,10,5\n" + row + "\n")
+    cfg = small()
+    cfg["workload"] = {"arrival": "trace", "trace_file": str(trace)}
+    with pytest.raises(ConfigError, match="workload.trace_file"):
+        simulate(cfg)

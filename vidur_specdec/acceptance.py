@@ -7,8 +7,8 @@ that proposes only ``g < k`` guesses (near a request's end, or shortened by the
 token budget) keeps ``min(A, g)`` with ``A`` drawn from that pmf: the first ``g``
 positions of a draft are accepted exactly as they would be in a full draft.
 
-Draws come from one seeded stream per request (keyed by the run seed and the
-request's index in the workload), one uniform per decode step, so a request's
+Draws come from one seeded stream per request (keyed by the run seed, a tag
+that sets them apart from the workload's stream, and the request's index), one uniform per decode step, so a request's
 acceptance sequence does not depend on what else shares its batches.
 """
 
@@ -40,6 +40,9 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
     if alpha >= 1.0:
         return float(k + 1)
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+ACCEPTANCE_STREAM = 2  # seed-sequence tag of the acceptance streams (the workload's is 1)
 
 
 class AcceptanceModel:
@@ -76,7 +79,7 @@ class AcceptanceModel:
 
     def stream(self, request_index: int, max_draws: int) -> np.ndarray:
         """The request's uniforms, one per decode step (``max_draws`` bounds its steps)."""
-        rng = np.random.default_rng([self._seed, int(request_index)])
+        rng = np.random.default_rng([self._seed, ACCEPTANCE_STREAM, int(request_index)])
         return rng.random(max(1, int(max_draws)))
 
     def accepted(self, uniform: float, guesses: int) -> int:

@@ -71,3 +71,18 @@ def plan(model: ModelSpec, device: str, block_size: int, memory_margin_fraction:
         raise ValueError(f"{model.name}{' + ' + draft.name if draft else ''} weights leave no room "
                          f"for KV on {device} with memory_margin_fraction {memory_margin_fraction}")
     return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks))
+
+
+def min_blocks_to_finish(total_tokens: int, block_size: int, watermark_fraction: float) -> int:
+    """Fewest KV blocks with which one request of ``total_tokens`` (prompt + output) can finish alone.
+
+    Two rules of Vidur's Sarathi set the bound: a running request continues only
+    while at least one block is free, so its ``ceil(total/block_size)`` blocks
+    need one more; and a (re-)admitted request's prefill — at most
+    ``total − 1`` tokens — must leave ``int(watermark_fraction · num_blocks)``
+    blocks free. With fewer blocks the request restarts forever (or never starts).
+    """
+    n = -(-total_tokens // block_size) + 1
+    while -(-(total_tokens - 1) // block_size) + int(watermark_fraction * n) > n:
+        n += 1
+    return n

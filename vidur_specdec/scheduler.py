@@ -5,9 +5,11 @@ then new requests, under a token budget (``chunk_size``). This subclass changes
 three things for a decoding request and leaves the rest to Sarathi:
 
 * **tokens charged** — it asks for ``1 + guesses`` query tokens, where
-  ``guesses = min(k, tokens_left − 1, budget_left − 1)`` (never below 0):
-  near its end a request only guesses what it still needs, and guesses are
-  shortened so verify tokens fit the budget, as vLLM's scheduler does. A
+  ``guesses = min(k, tokens_left − 1, budget_left − 1)`` (never below 0;
+  ``budget_left`` keeps one token for each decode still to be placed, and a
+  drafter's guesses also stop at its own context limit): near its end a
+  request only guesses what it still needs, and guesses are shortened so
+  verify tokens fit the budget, as vLLM's scheduler does. A
   decode always keeps its one token even when the budget is spent (Sarathi's
   rule, so plain decoding is never starved and k = 0 is exactly Sarathi).
 * **lookahead KV** — a step with guesses first holds blocks for
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from vidur.config import SarathiSchedulerConfig
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
@@ -43,6 +45,7 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
 
     num_speculative_tokens: int = 0
     acceptance: Any = None  # vidur_specdec.acceptance.AcceptanceModel
+    max_draft_context: Optional[int] = None  # the drafter's max_model_len (tokens), if a drafter proposes
 
     @staticmethod
     def get_type():
@@ -57,17 +60,25 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         cfg: SpecSarathiSchedulerConfig = self._config
         self._acceptance = cfg.acceptance
         self._k = cfg.num_speculative_tokens if cfg.acceptance is not None else 0
+        self._max_draft_context = cfg.max_draft_context
         self._guesses: Dict[int, int] = {}  # request id -> guesses planned for the step being built
+        self._decodes_to_place = 0  # decodes of the step being built not yet given their tokens
 
     # ------------------------------------------------------------------ tokens charged
     def _wanted_guesses(self, request) -> int:
-        """Guesses a request would make with an unlimited budget: min(k, tokens left − 1)."""
-        return max(0, min(self._k, request.total_tokens - request.num_processed_tokens - 1))
+        """Guesses with an unlimited budget: min(k, tokens left − 1, drafter context left)."""
+        processed = request.num_processed_tokens
+        wanted = min(self._k, request.total_tokens - processed - 1)
+        if self._max_draft_context is not None:  # the drafter stops at its own context limit (as vLLM)
+            wanted = min(wanted, self._max_draft_context - processed)
+        return max(0, wanted)
 
     def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
         if not self._is_prefill_complete(request):
             return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
-        budget_left = self._config.chunk_size - num_batch_tokens
+        # keep one token of the budget for every decode still to be placed in this step
+        self._decodes_to_place = max(0, self._decodes_to_place - 1)
+        budget_left = self._config.chunk_size - num_batch_tokens - self._decodes_to_place
         guesses = max(0, min(self._wanted_guesses(request), budget_left - 1))
         self._guesses[request.id] = guesses
         return 1 + guesses
@@ -97,6 +108,10 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
     # ------------------------------------------------------------------ tokens advanced
     def _get_next_batch(self, time: float):
         self._guesses.clear()
+        self._decodes_to_place = min(
+            self._max_micro_batch_size,
+            sum(1 for r in self._preempted_requests if self._is_prefill_complete(r)),
+        )
         batch = super()._get_next_batch(time)
         if batch is None:
             return None

@@ -227,14 +227,15 @@ def prepare(cfg: RunConfig) -> Prepared:
     if cfg.scheduler.num_blocks is not None:
         mem = dataclasses.replace(mem, num_blocks=cfg.scheduler.num_blocks)
     specs = generate(cfg.workload, cfg.seed)
-    for i, s in enumerate(specs):
-        if s.prompt_tokens + s.output_tokens > model.max_model_len:
-            raise ConfigError(f"workload.trace_file: request {i} has prompt + output = "
-                              f"{s.prompt_tokens + s.output_tokens} tokens > max_model_len {model.max_model_len}")
-        blocks_needed = -(-(s.prompt_tokens + s.output_tokens + spec.num_speculative_tokens) // mem.block_size)
-        if blocks_needed > mem.num_blocks:
-            raise ConfigError(f"scheduler.num_blocks: {mem.num_blocks} blocks cannot hold request {i} "
-                              f"({blocks_needed} blocks needed); allowed: >= {blocks_needed}")
+    longest = max(range(len(specs)), key=lambda i: specs[i].prompt_tokens + specs[i].output_tokens)
+    total = specs[longest].prompt_tokens + specs[longest].output_tokens
+    if total > model.max_model_len:
+        raise ConfigError(f"workload.trace_file: request {longest} has prompt + output = {total} tokens "
+                          f"> max_model_len {model.max_model_len}")
+    need = memory.min_blocks_to_finish(total, mem.block_size, cfg.scheduler.watermark_blocks_fraction)
+    if mem.num_blocks < need:
+        raise ConfigError(f"scheduler.num_blocks: {mem.num_blocks} blocks cannot run request {longest} "
+                          f"({total} tokens) to completion; allowed: >= {need}")
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),
@@ -245,6 +246,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         batch_size_cap=cfg.scheduler.batch_size_cap,
         num_speculative_tokens=spec.num_speculative_tokens if spec.enabled else 0,
         acceptance=acceptance_mod.build(spec, cfg.seed),
+        max_draft_context=draft_spec.max_model_len if draft_spec else None,
     )
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files)
 
@@ -281,7 +283,14 @@ def run_prepared(p: Prepared) -> SimulationResult:
     """Run the event loop for a prepared config and build the tables."""
     reset_vidur_ids()
     sim = SpecDecSimulator(vidur_config(p, p.scheduler, SpecRequest))
-    sim.run()
+    try:
+        sim.run()
+    except AssertionError as e:  # Vidur's end-of-run check: requests that could never be scheduled
+        if "pending requests" not in str(e):
+            raise
+        unfinished = sum(not r.completed for r in sim.requests)
+        raise ConfigError(f"scheduler.num_blocks: {unfinished} requests could not be scheduled with "
+                          f"{p.memory.num_blocks} KV blocks; give more blocks") from None
     req = requests_frame(sim.requests)
     steps = sim.recorder.steps_frame()
     acc = p.scheduler.acceptance

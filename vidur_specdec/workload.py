@@ -81,10 +81,13 @@ def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
     if len(df) == 0:
         raise ConfigError(f"{key}: {p} has no requests")
     for col in ("prompt_tokens", "output_tokens"):
-        if not pd.api.types.is_numeric_dtype(df[col]) or (df[col] < 1).any():
-            raise ConfigError(f"{key}: {p}: {col} must be integers >= 1")
-    if not pd.api.types.is_numeric_dtype(df["arrived_at_s"]) or (df["arrived_at_s"] < 0).any():
-        raise ConfigError(f"{key}: {p}: arrived_at_s must be numbers >= 0")
+        v = df[col]
+        if (not pd.api.types.is_numeric_dtype(v) or not np.isfinite(v).all() or (v < 1).any()
+                or (v != np.floor(v)).any()):
+            raise ConfigError(f"{key}: {p}: {col} must be whole numbers >= 1")
+    a = df["arrived_at_s"]
+    if not pd.api.types.is_numeric_dtype(a) or not np.isfinite(a).all() or (a < 0).any():
+        raise ConfigError(f"{key}: {p}: arrived_at_s must be finite numbers >= 0")
     return df.sort_values("arrived_at_s", kind="stable").reset_index(drop=True)
 
 
