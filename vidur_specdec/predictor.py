@@ -272,12 +272,25 @@ def default_cache_dir() -> Path:
     return Path(base) / "vidur_specdec"
 
 
+_FILE_DIGESTS: Dict[tuple, str] = {}
+
+
+def file_digest(path: Path, fresh: bool = False) -> str:
+    """SHA-256 (hex) of a file's bytes; reread only when its path, size or mtime changed (or ``fresh``)."""
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns, st.st_ino)
+    if fresh or key not in _FILE_DIGESTS:
+        _FILE_DIGESTS[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return _FILE_DIGESTS[key]
+
+
 def fit_key(mlp_csv: Path, attention_csv: Path, tp: int = 1) -> str:
     """Cache key: the profile files' bytes, the fit settings and the fitting code itself."""
-    h = hashlib.sha256(f"tp={tp};kv={KV_STEP};chunk={CHUNK_STEP};code={_CODE_DIGEST}".encode())
+    text = f"tp={tp};kv={KV_STEP};chunk={CHUNK_STEP};code={_CODE_DIGEST}"
     for p in (mlp_csv, attention_csv):
-        h.update(b"\0" + Path(p).read_bytes())
-    return h.hexdigest()
+        text += ";" + file_digest(p)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_time_model(mlp_csv: Path, attention_csv: Path, tp: int = 1,

@@ -14,7 +14,6 @@ the reference that ``method: none`` must reproduce.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import tempfile
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from vidur_specdec.models import KNOWN_MODELS, ModelSpec
 from vidur_specdec.predictor import (
     SHIPPED,
     SpecDecPredictorConfig,
+    file_digest,
     load_time_model,
     locate_profile,
     shipped_profiles_root,
@@ -196,7 +196,7 @@ class Prepared:
 
 def _describe(path: Path, root: str) -> str:
     """A profile file as ``shipped:<relative path>`` or its path, plus a content hash (machine independent)."""
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    digest = file_digest(path)[:12]
     if root == SHIPPED:
         return f"shipped:{Path(path).relative_to(shipped_profiles_root()).as_posix()} sha256:{digest}"
     return f"{path} sha256:{digest}"

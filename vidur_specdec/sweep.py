@@ -118,16 +118,6 @@ def _sha(text: Union[str, bytes], n: int = 16) -> str:
     return hashlib.sha256(text).hexdigest()[:n]
 
 
-_FILE_DIGESTS: Dict[str, str] = {}
-
-
-def _file_digest(path: Path, fresh: bool = False) -> str:
-    key = str(Path(path).resolve())
-    if fresh or key not in _FILE_DIGESTS:
-        _FILE_DIGESTS[key] = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-    return _FILE_DIGESTS[key]
-
-
 # Modules whose code cannot change a row's numbers (CLI, sweep runner, report page).
 _NOT_MODEL_CODE = {"main.py", "sweep.py", "report.py", "__main__.py"}
 _CODE_DIGEST: Optional[str] = None
@@ -156,9 +146,9 @@ def code_digest() -> str:
 def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
     """``{file name: content digest}`` of the profile files a run reads (target, and drafter if used).
 
-    Digests are cached per path in this process; ``fresh`` re-reads the files.
+    Digests are cached per path, size and mtime in this process; ``fresh`` re-reads the files.
     """
-    from vidur_specdec.predictor import locate_profile
+    from vidur_specdec.predictor import file_digest, locate_profile
 
     files = list(locate_profile(cfg.profiles, cfg.device, cfg.model))
     s = cfg.speculative
@@ -166,7 +156,7 @@ def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
         root = s.draft_profiles or cfg.profiles
         key = "speculative.draft_profiles" if s.draft_profiles else "profiles"
         files += list(locate_profile(root, cfg.device, s.draft_model, key=key))
-    return {f"{cfg.device}/{m}/{Path(f).name}": _file_digest(f, fresh)
+    return {f"{cfg.device}/{m}/{Path(f).name}": file_digest(f, fresh)[:16]
             for m, f in zip([cfg.model] * 2 + [s.draft_model] * 2, files)}
 
 
@@ -870,13 +860,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m vidur_specdec.sweep", description="Run a sweep file into one CSV.")
-    ap.add_argument("--config", required=True, help="sweep YAML (base + grid/rows)")
-    ap.add_argument("--output-dir", help="output folder (default: runs/<sweep name>)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                    help="override a key of the base config (repeatable)")
-    add_arguments(ap)
-    return ap.parse_args(argv)
+    from vidur_specdec.main import parse_args  # the one parser: --config, --output-dir, --set + sweep flags
+
+    return parse_args(argv)
 
 
 if __name__ == "__main__":
