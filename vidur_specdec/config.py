@@ -83,6 +83,19 @@ class SchedulerConfig:
     memory_margin_fraction: float = _f(0.1, lo=0.0, hi=0.9, doc="GPU memory kept free (activations, runtime)")
 
 
+@dataclass
+class ParallelConfig:
+    """How one deployment is spread over GPUs (vLLM's names)."""
+
+    # --- tensor parallelism (issue 8, item 4) ---
+    tensor_parallel_size: int = _f(1, lo=1, hi=8, doc="GPUs per replica (1, 2, 4 or 8)")
+
+    # --- replicas (issue 8, item 5) ---
+    num_replicas: int = _f(1, lo=1, hi=1024, doc="identical replicas behind one global scheduler")
+    global_scheduler: str = _f("round_robin", choices=("round_robin", "lor"),
+                               doc="Vidur's global scheduler: round_robin or lor (least outstanding requests)")
+
+
 METHODS = ("none", "ngram", "fixed", "draft_model")
 VERIFY_ATTENTION = ("shared_kv", "per_token", "interpolated")
 MAX_K = 16
@@ -133,6 +146,7 @@ class RunConfig:
     profiles: str = _f("shipped", doc="'shipped' or a directory in Vidur's profile layout")
     workload: WorkloadConfig = _f(WorkloadConfig())
     scheduler: SchedulerConfig = _f(SchedulerConfig())
+    parallel: ParallelConfig = _f(ParallelConfig())
     speculative: SpeculativeConfig = _f(SpeculativeConfig())
     predictor: PredictorConfig = _f(PredictorConfig())
 
