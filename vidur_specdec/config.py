@@ -63,10 +63,13 @@ class LengthDist:
 @dataclass
 class WorkloadConfig:
     num_requests: int = _f(300, lo=1, hi=10_000_000)
-    arrival: str = _f("poisson", choices=("poisson", "static", "trace"),
-                      doc="poisson: exponential gaps at qps; static: all at t=0; trace: trace_file")
-    qps: float = _f(1.0, lo=1e-6, hi=1e6, doc="requests per second (poisson)")
-    trace_file: Optional[str] = _f(None, doc="CSV/JSONL with arrived_at_s, prompt_tokens, output_tokens")
+    arrival: str = _f("poisson", choices=("poisson", "static", "trace", "closed"),
+                      doc="poisson: exponential gaps at qps; static: all at t=0; trace: trace_file; "
+                          "closed: keep `concurrency` requests in flight")
+    qps: float = _f(1.0, lo=1e-6, hi=1e6, doc="requests per second (poisson; ignored otherwise)")
+    concurrency: Optional[int] = _f(None, lo=1, hi=10_000_000,
+                                    doc="requests kept in flight (closed), as vllm bench serve --max-concurrency")
+    trace_file: Optional[str] = _f(None, doc="CSV/JSONL/Parquet trace: this project's, Vidur's or Azure's columns")
     prompt_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=512, sigma=0.7, min=16, max=2048))
     output_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=192, sigma=0.7, min=8, max=1024))
 
@@ -263,6 +266,9 @@ def _check_cross_fields(cfg: RunConfig) -> None:
                           f"exceeds {cfg.model}'s max_model_len {max_len}")
     if w.arrival == "trace" and not w.trace_file:
         raise ConfigError("workload.trace_file: required when workload.arrival is trace")
+    if w.arrival == "closed" and w.concurrency is None:
+        raise ConfigError("workload.concurrency: required when workload.arrival is closed; "
+                          "allowed: an integer >= 1 (requests kept in flight)")
     if not s.enabled:
         return
     k = s.num_speculative_tokens

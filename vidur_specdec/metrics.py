@@ -10,7 +10,7 @@ milliseconds.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,10 +18,10 @@ import pandas as pd
 REQUEST_COLUMNS = [
     "request_id", "arrived_at_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms",
     "verify_steps", "proposed_tokens", "accepted_tokens", "restarts", "scheduled_at_s",
-    "first_token_s", "completed_at_s",
+    "first_token_s", "completed_at_s", "replica",
 ]
 STEP_COLUMNS = [
-    "step", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "spec_tokens",
+    "step", "replica", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "spec_tokens",
     "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms",
 ]
 
@@ -31,6 +31,7 @@ class StepRecorder:
 
     def __init__(self) -> None:
         self.rows: List[tuple] = []
+        self.replica_of: Dict[int, int] = {}  # request index -> replica that ran its steps
 
     # Vidur hooks -------------------------------------------------------------
     def on_request_arrival(self, time, request) -> None:
@@ -41,8 +42,10 @@ class StepRecorder:
 
     def on_replica_stage_schedule(self, time, replica_id, stage_id, batch_stage, execution_time) -> None:
         """Called when a step starts: read its composition before progress is applied."""
+        replica = int(getattr(replica_id, "id", replica_id))
         decode_reqs = spec_tokens = prefill_tokens = ctx_tokens = accepted = 0
         for req, q, kv in zip(batch_stage.requests, batch_stage.num_q_tokens, batch_stage.num_kv_tokens):
+            self.replica_of[req.index] = replica
             ctx_tokens += kv - q
             planned = req.planned
             if planned is None:
@@ -52,7 +55,7 @@ class StepRecorder:
                 spec_tokens += planned[0]
                 accepted += planned[1]
         self.rows.append((
-            len(self.rows), time, execution_time.total_time * 1e3, len(batch_stage.requests),
+            len(self.rows), replica, time, execution_time.total_time * 1e3, len(batch_stage.requests),
             sum(batch_stage.num_q_tokens), decode_reqs, spec_tokens, prefill_tokens, ctx_tokens,
             accepted, execution_time.draft_ms, execution_time.verify_ms,
         ))
@@ -68,11 +71,19 @@ class StepRecorder:
 
     # tables ------------------------------------------------------------------
     def steps_frame(self) -> pd.DataFrame:
-        return pd.DataFrame(self.rows, columns=STEP_COLUMNS)
+        """One row per step in start-time order, ties by replica id; ``step`` numbers that order."""
+        df = pd.DataFrame(self.rows, columns=STEP_COLUMNS)
+        df = df.sort_values(["start_s", "replica"], kind="stable").reset_index(drop=True)
+        df["step"] = np.arange(len(df))
+        return df
 
 
-def requests_frame(requests: Sequence) -> pd.DataFrame:
-    """One row per request (all must be completed SpecRequests), in workload order."""
+def requests_frame(requests: Sequence, replica_of: Optional[Mapping[int, int]] = None) -> pd.DataFrame:
+    """One row per request (all must be completed SpecRequests), in workload order.
+
+    ``replica_of`` maps a request's index to the replica that served it (-1 where unknown).
+    """
+    replica_of = replica_of or {}
     rows = []
     for r in requests:
         first = r._prefill_completed_at
@@ -82,7 +93,7 @@ def requests_frame(requests: Sequence) -> pd.DataFrame:
         rows.append((
             r.index, r.arrived_at, r.prompt_tokens, n, (first - r.arrived_at) * 1e3, tpot,
             (done - r.arrived_at) * 1e3, r.verify_steps, r.proposed_tokens, r.accepted_tokens,
-            r.num_restarts, r._scheduled_at, first, done,
+            r.num_restarts, r._scheduled_at, first, done, replica_of.get(r.index, -1),
         ))
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 

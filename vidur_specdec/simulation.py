@@ -25,6 +25,7 @@ from vidur.config import (
     BaseRequestGeneratorConfig,
     CacheConfig,
     ClusterConfig,
+    LORGlobalSchedulerConfig,
     MetricsConfig,
     ReplicaConfig,
     RoundRobinGlobalSchedulerConfig,
@@ -41,6 +42,7 @@ from vidur.simulator import Simulator
 from vidur.types import BaseIntEnum
 
 from vidur_specdec import acceptance as acceptance_mod
+from vidur_specdec.closed_loop import ClosedLoopMixin
 from vidur_specdec import memory, proposers, verify_cost
 from vidur_specdec.config import ConfigError, RunConfig, load
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
@@ -120,13 +122,13 @@ class _NoFilesSimulationConfig(SimulationConfig):
         pass
 
 
-class SpecDecSimulator(Simulator):
-    """Vidur's simulator with the project's step recorder in place of ``MetricsStore``."""
+class SpecDecSimulator(ClosedLoopMixin, Simulator):
+    """Vidur's simulator with the project's step recorder in place of ``MetricsStore`` (closed loop optional)."""
 
     def __init__(self, config: SimulationConfig) -> None:
         super().__init__(config)
         self.recorder = StepRecorder()
-        self._metric_store = self.recorder
+        self._metric_store = self.watch(self.recorder)
 
     def _write_output(self) -> None:
         pass  # the caller writes the project's tables
@@ -134,6 +136,10 @@ class SpecDecSimulator(Simulator):
     @property
     def requests(self) -> List[Request]:
         return self._request_generator.requests
+
+
+class VidurSimulator(ClosedLoopMixin, Simulator):
+    """Vidur's own simulator and ``MetricsStore``, with the same closed-loop arrivals (the k = 0 reference)."""
 
 
 # --------------------------------------------------------------------------- the workload, as a Vidur request generator
@@ -150,10 +156,15 @@ SPECDEC_GENERATOR = SpecDecGeneratorType.PREBUILT
 
 @dataclass
 class PrebuiltRequestGeneratorConfig(BaseRequestGeneratorConfig):
-    """A fixed list of :class:`RequestSpec`; ``request_class`` builds the Vidur requests."""
+    """A fixed list of :class:`RequestSpec`; ``request_class`` builds the Vidur requests.
+
+    ``concurrency`` (requests in flight) makes the arrivals closed-loop
+    (:mod:`vidur_specdec.closed_loop`); None keeps each spec's arrival time.
+    """
 
     specs: list = field(default_factory=list)
     request_class: type = Request
+    concurrency: Optional[int] = None
 
     @staticmethod
     def get_type():
@@ -251,8 +262,20 @@ def prepare(cfg: RunConfig) -> Prepared:
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files)
 
 
+#: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged).
+GLOBAL_SCHEDULERS = {
+    "round_robin": RoundRobinGlobalSchedulerConfig,
+    "lor": LORGlobalSchedulerConfig,  # least outstanding requests: fewest queued, ties to the lowest replica id
+}
+
+
 def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=None) -> SimulationConfig:
-    """Vidur's SimulationConfig for a prepared run (replica: TP 1, PP 1)."""
+    """Vidur's SimulationConfig for a prepared run.
+
+    ``parallel.num_replicas`` identical replicas (TP 1, PP 1), each with its own
+    ``num_blocks`` KV blocks (the memory plan is per replica), behind Vidur's
+    ``parallel.global_scheduler``.
+    """
     replica = ReplicaConfig(
         model_name=vidur_model_name(p.model), num_pipeline_stages=1, tensor_parallel_size=1,
         device=p.cfg.device, network_device=f"{p.cfg.device}_pairwise_nvlink",
@@ -263,12 +286,14 @@ def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=No
         memory_margin_fraction=p.cfg.scheduler.memory_margin_fraction,
     )
     cluster = ClusterConfig(
-        num_replicas=1, replica_config=replica, cache_config=cache,
-        global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
+        num_replicas=p.cfg.parallel.num_replicas, replica_config=replica, cache_config=cache,
+        global_scheduler_config=GLOBAL_SCHEDULERS[p.cfg.parallel.global_scheduler](),
         replica_scheduler_config=scheduler_config,
     )
+    w = p.cfg.workload
     generator = PrebuiltRequestGeneratorConfig(
         seed=p.cfg.seed, max_tokens=p.model.max_model_len, specs=p.specs, request_class=request_class,
+        concurrency=w.concurrency if w.arrival == "closed" else None,
     )
     metrics = metrics_config or _NoFilesMetricsConfig(
         write_metrics=False, write_json_trace=False, enable_chrome_trace=False, store_plots=False,
@@ -291,7 +316,7 @@ def run_prepared(p: Prepared) -> SimulationResult:
         unfinished = sum(not r.completed for r in sim.requests)
         raise ConfigError(f"scheduler.num_blocks: {unfinished} requests could not be scheduled with "
                           f"{p.memory.num_blocks} KV blocks; give more blocks") from None
-    req = requests_frame(sim.requests)
+    req = requests_frame(sim.requests, sim.recorder.replica_of)
     steps = sim.recorder.steps_frame()
     acc = p.scheduler.acceptance
     extra = {
@@ -305,6 +330,10 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "kv_blocks_target": int(p.memory.num_blocks),
         "kv_blocks_draft": int(p.memory.draft_blocks),
         "memory": p.memory.to_dict(),
+        "num_replicas": p.cfg.parallel.num_replicas,
+        "global_scheduler": p.cfg.parallel.global_scheduler,
+        "tensor_parallel_size": p.cfg.parallel.tensor_parallel_size,
+        "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size,
         "seed": p.cfg.seed,
     }
     return SimulationResult(req, steps, summarize(req, steps, extra), p.cfg)
@@ -325,7 +354,9 @@ def run_vidur_sarathi(config: Union[str, Path, Mapping, RunConfig, None] = None,
                       overrides: Optional[List[str]] = None) -> pd.DataFrame:
     """Vidur's own Sarathi scheduler, requests and MetricsStore on the same workload and predictor.
 
-    Speculation settings are ignored (plain decoding). Returns per-request
+    Speculation settings are ignored (plain decoding). Honours
+    ``parallel.num_replicas`` and ``parallel.global_scheduler`` (Vidur's own
+    cluster and global scheduler) and closed-loop arrivals. Returns per-request
     ``arrived_at_s, first_token_s, completed_at_s`` in workload order.
     """
     cfg = load(config, overrides)
@@ -336,7 +367,7 @@ def run_vidur_sarathi(config: Union[str, Path, Mapping, RunConfig, None] = None,
         metrics = MetricsConfig(write_metrics=True, write_json_trace=False, enable_chrome_trace=False,
                                 store_plots=False, output_dir=tmp)
         reset_vidur_ids()
-        sim = Simulator(vidur_config(p, sched, Request, metrics))
+        sim = VidurSimulator(vidur_config(p, sched, Request, metrics))
         sim.run()
         reqs = sim._request_generator.requests
     return pd.DataFrame({

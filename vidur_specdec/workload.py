@@ -7,9 +7,11 @@ config and seed give the same requests whatever the scheduler. This module
 does not import Vidur.
 
 Arrivals: ``poisson`` (exponential gaps at ``qps``, not truncated — Vidur's own
-generator caps gaps at 3× the mean), ``static`` (all at t = 0) or ``trace``
-(a CSV or JSONL file with ``arrived_at_s``, ``prompt_tokens``,
-``output_tokens``; ``arrival_offset_s`` is accepted for the arrival column).
+generator caps gaps at 3× the mean), ``static`` (all at t = 0), ``closed``
+(lengths drawn exactly as ``static``; the arrival times are set during the run
+by :class:`vidur_specdec.closed_loop.ClosedLoopSimulator`, so the specs carry 0)
+or ``trace`` (a CSV, JSONL or Parquet file in one of the layouts of
+:data:`TRACE_LAYOUTS`: this project's, Vidur's or Azure's LLM inference trace).
 """
 
 from __future__ import annotations
@@ -64,20 +66,64 @@ def read_table(path, key: str) -> pd.DataFrame:
         raise ConfigError(f"{key}: cannot parse {p}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
+@dataclass(frozen=True)
+class TraceLayout:
+    """Where a trace format keeps arrival (seconds, or a date-time string) and token counts."""
+
+    arrival: str
+    prompt: str
+    output: str
+    datetime: bool = False  # arrival is a date-time string; arrivals become seconds after the first
+
+
+#: The trace layouts :func:`read_trace_frame` reads, tried in this order (first whose columns are all present).
+TRACE_LAYOUTS = {
+    # this project's requests.csv / trace.csv
+    "vidur_specdec": TraceLayout("arrived_at_s", "prompt_tokens", "output_tokens"),
+    "vidur_specdec_offset": TraceLayout("arrival_offset_s", "prompt_tokens", "output_tokens"),
+    # Vidur's processed traces (data/processed_traces/splitwise_*.csv: arrived_at in seconds)
+    "vidur": TraceLayout("arrived_at", "num_prefill_tokens", "num_decode_tokens"),
+    # Azure LLM inference trace 2023/2024 (AzurePublicDataset: TIMESTAMP, ContextTokens, GeneratedTokens)
+    "azure": TraceLayout("TIMESTAMP", "ContextTokens", "GeneratedTokens", datetime=True),
+}
+
+
+def _expected_columns() -> str:
+    return " or ".join("(" + ", ".join((t.arrival, t.prompt, t.output)) + ")" for t in TRACE_LAYOUTS.values())
+
+
+def _to_standard(df: pd.DataFrame, p: Path, key: str) -> pd.DataFrame:
+    """Rename the first matching layout's columns to arrived_at_s / prompt_tokens / output_tokens."""
+    for layout in TRACE_LAYOUTS.values():
+        if {layout.arrival, layout.prompt, layout.output} <= set(df.columns):
+            break
+    else:
+        raise ConfigError(f"{key}: {p} lacks columns of a known trace layout: expected {_expected_columns()}; "
+                          f"found {list(df.columns)[:8]}")
+    if layout.datetime:
+        stamps = pd.to_datetime(df[layout.arrival], errors="coerce")
+        if stamps.isna().any():
+            bad = df[layout.arrival][stamps.isna()].iloc[0]
+            raise ConfigError(f"{key}: {p}: {layout.arrival} must be date-time strings, got {bad!r}")
+        df = df.drop(columns=[layout.arrival])
+        df[layout.arrival] = (stamps - stamps.min()).dt.total_seconds()
+    keep = {"arrived_at_s", "prompt_tokens", "output_tokens"} - {layout.arrival, layout.prompt, layout.output}
+    df = df.drop(columns=[c for c in keep if c in df.columns])  # a same-named column of another meaning
+    return df.rename(columns={layout.arrival: "arrived_at_s", layout.prompt: "prompt_tokens",
+                              layout.output: "output_tokens"})
+
+
 def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
     """Read a trace (CSV, JSONL, or Parquet where pyarrow is installed), checked and sorted by arrival.
 
-    Returns every column of the file with the arrival column named
-    ``arrived_at_s`` (``arrival_offset_s`` is accepted), rows in stable arrival
-    order. Raises :class:`ConfigError` naming ``key`` and the file on bad input.
+    Accepts the column layouts of :data:`TRACE_LAYOUTS`. Returns every column of
+    the file with the arrival, prompt and output columns renamed to
+    ``arrived_at_s`` (seconds), ``prompt_tokens`` and ``output_tokens``, rows in
+    stable arrival order. Raises :class:`ConfigError` naming ``key`` and the
+    file on bad input (an unknown layout: the columns found and those expected).
     """
     p = Path(path).expanduser()
-    df = read_table(p, key)
-    if "arrived_at_s" not in df and "arrival_offset_s" in df:
-        df = df.rename(columns={"arrival_offset_s": "arrived_at_s"})
-    missing = {"arrived_at_s", "prompt_tokens", "output_tokens"} - set(df.columns)
-    if missing:
-        raise ConfigError(f"{key}: {p} lacks columns {sorted(missing)}")
+    df = _to_standard(read_table(p, key), p, key)
     if len(df) == 0:
         raise ConfigError(f"{key}: {p} has no requests")
     for col in ("prompt_tokens", "output_tokens"):
@@ -106,7 +152,7 @@ def generate(w: WorkloadConfig, seed: int) -> List[RequestSpec]:
     n = w.num_requests
     if w.arrival == "poisson":
         arrivals = np.cumsum(rng.exponential(1.0 / w.qps, size=n))
-    else:  # static
+    else:  # static, or closed (arrivals set during the run)
         arrivals = np.zeros(n)
     prompts = draw_lengths(w.prompt_tokens, n, rng)
     outputs = draw_lengths(w.output_tokens, n, rng)
