@@ -19,7 +19,7 @@ vLLM streams one chunk per engine step per request (``accepted + 1`` tokens of
 a verify step arrive together), so ``verify_steps`` is taken as
 ``chunks − 1`` and ``accepted_tokens`` as ``tokens − chunks``; both are
 approximate if the server coalesced steps into one chunk. ``proposed_tokens``,
-``restarts`` and ``scheduled_at_s`` are not visible to a client (NaN).
+``restarts``, ``scheduled_at_s`` and ``replica`` are not visible to a client (NaN).
 
 A request that fails (connection refused or cut, HTTP error, an error event in
 the stream, fewer tokens than asked for) or runs past ``timeout_s`` keeps its
