@@ -41,7 +41,7 @@ from vidur.simulator import Simulator
 from vidur.types import BaseIntEnum
 
 from vidur_specdec import acceptance as acceptance_mod
-from vidur_specdec import memory, proposers, verify_cost
+from vidur_specdec import devices, memory, proposers, step_overheads, verify_cost
 from vidur_specdec.config import ConfigError, RunConfig, load
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.models import KNOWN_MODELS, ModelSpec
@@ -240,6 +240,9 @@ def prepare(cfg: RunConfig) -> Prepared:
         target=target,
         verify_cost=verify_cost.build(spec),
         proposer=proposers.build(spec, draft_model, draft_spec.num_layers if draft_spec else 0),
+        model_spec=model,
+        device_spec=devices.get_device(cfg.device),
+        step_overheads=step_overheads.build(cfg.engine, model, devices.get_device(cfg.device), 1),
     )
     scheduler = SpecSarathiSchedulerConfig(
         chunk_size=cfg.scheduler.chunk_size,
