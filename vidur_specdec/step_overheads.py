@@ -80,20 +80,22 @@ class StepOverheads:
 
     def cost(self, batch) -> StepCost:
         """The step's LM head, sampling and engine overhead (ms)."""
-        rows = logit_rows(batch)
+        return self.cost_rows(logit_rows(batch), len(batch.requests))
+
+    def cost_rows(self, rows: int, num_reqs: int) -> StepCost:
+        """The same for a step of ``num_reqs`` requests with ``rows`` positions that need logits."""
         head = sample = 0.0
-        if rows:
+        if rows > 0:
             sample = self.sampling_ms
-            if self.lm_head and self.model is not None and self.device is not None:
-                vocab, hidden = self.model.vocab_size, self.model.hidden_size
-                head = lm_head_ms(self.device, hidden, vocab, self.tp, rows)
-                if self.tp > 1:
-                    head += all_reduce_ms(self.device, self.tp, rows * vocab * LOGITS_DTYPE_BYTES // 2)
             if self.model is not None and self.device is not None:
-                vocab = self.model.vocab_size
+                vocab, hidden = self.model.vocab_size, self.model.hidden_size
+                if self.lm_head:
+                    head = lm_head_ms(self.device, hidden, vocab, self.tp, rows)
+                    if self.tp > 1:
+                        head += all_reduce_ms(self.device, self.tp, rows * vocab * LOGITS_DTYPE_BYTES // 2)
                 sample += (self.sampling_logit_passes * rows * vocab * LOGIT_BYTES
                            / self.device.hbm_bandwidth * 1e3)
-        overhead = self.step_overhead_ms + self.overhead_ms_per_request * len(batch.requests)
+        overhead = self.step_overhead_ms + self.overhead_ms_per_request * num_reqs
         return StepCost(head, sample, overhead)
 
 
