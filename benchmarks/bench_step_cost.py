@@ -35,7 +35,7 @@ def decode_step(batch: int, engine) -> dict:
         "seed": 0, "model": "meta-llama/Llama-2-7b-hf", "device": "a100",
         "workload": {"num_requests": batch, "arrival": "static",
                      "prompt_tokens": {"dist": "fixed", "value": 512},
-                     "output_tokens": {"dist": "fixed", "value": 16}},
+                     "output_tokens": {"dist": "fixed", "value": batch + 32}},
         "scheduler": {"chunk_size": 512, "batch_size_cap": 128},
         "speculative": {"method": "none"},
         "engine": engine or {},
@@ -43,7 +43,9 @@ def decode_step(batch: int, engine) -> dict:
     s = simulate(cfg).steps
     d = s[(s["decode_reqs"] == batch) & (s["prefill_tokens"] == 0)]
     row = d.iloc[len(d) // 2]
-    return {k: float(row[k]) for k in ("duration_ms", "verify_ms", "lm_head_ms", "sampling_ms", "overhead_ms")}
+    out = {k: float(row[k]) for k in ("duration_ms", "verify_ms", "lm_head_ms", "sampling_ms", "overhead_ms")}
+    out["ctx"] = float(row["ctx_tokens"]) / batch
+    return out
 
 
 def main(argv=None) -> int:
