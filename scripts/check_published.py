@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vidur_specdec import simulate  # noqa: E402
-from vidur_specdec.config import ConfigError  # noqa: E402
+from vidur_specdec.config import ConfigError, load  # noqa: E402
+from vidur_specdec.simulation import prepare, run_prepared  # noqa: E402
 
 LMDEPLOY = ("InternLM/lmdeploy docs/en/benchmark/a100_fp16.md (lmdeploy v0.1.0a1 TurboMind, fp16, "
             "A100-80G SXM), static inference benchmark: B / throughput(out tok/s)")
@@ -85,7 +85,11 @@ def config(row: Row, profiles: str, engine=None) -> dict:
 
 
 def ms_per_token(row: Row, profiles: str, engine=None) -> float:
-    s = simulate(config(row, profiles, engine)).summary
+    p = prepare(load(config(row, profiles, engine)))
+    tp = getattr(p.predictor, "tensor_parallel_size", 1)
+    if tp != row.tp:
+        raise ConfigError(f"parallel.tensor_parallel_size: this checkout simulates TP {tp}, the row needs TP {row.tp}")
+    s = run_prepared(p).summary
     return s["makespan_s"] / row.output * 1e3
 
 
