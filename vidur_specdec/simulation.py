@@ -236,13 +236,14 @@ def prepare(cfg: RunConfig) -> Prepared:
     if mem.num_blocks < need:
         raise ConfigError(f"scheduler.num_blocks: {mem.num_blocks} blocks cannot run request {longest} "
                           f"({total} tokens) to completion; allowed: >= {need}")
+    device = devices.get_device(cfg.device)
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),
         proposer=proposers.build(spec, draft_model, draft_spec.num_layers if draft_spec else 0),
         model_spec=model,
-        device_spec=devices.get_device(cfg.device),
-        step_overheads=step_overheads.build(cfg.engine, model, devices.get_device(cfg.device), 1),
+        device_spec=device,
+        step_overheads=step_overheads.build(cfg.engine, model, device, 1),
     )
     scheduler = SpecSarathiSchedulerConfig(
         chunk_size=cfg.scheduler.chunk_size,
