@@ -156,14 +156,36 @@ def test_engine_overheads_only_slow_steps_down():
     assert not math.isnan(full.summary["tpot_ms"]["mean"])
 
 
-def test_tensor_parallel_comm_priced_when_the_replica_is_tensor_parallel():
-    """The predictor prices two all-reduces per layer from the collective model at its TP."""
-    from vidur_specdec.predictor import SpecDecExecutionTimePredictor
+def _predictor(tp: int):
+    from vidur.config import CacheConfig, ReplicaConfig
 
-    model = KNOWN_MODELS["meta-llama/Llama-2-7b-hf"]
-    p = SpecDecExecutionTimePredictor.__new__(SpecDecExecutionTimePredictor)
-    p._tp, p._device, p._hidden = 4, A100, model.hidden_size
-    b = SimpleNamespace(total_num_q_tokens=128)
-    assert p._get_tensor_parallel_communication_time(b) == collectives.all_reduce_ms(A100, 4, 128 * 4096 * 2)
-    p._tp = 1
-    assert p._get_tensor_parallel_communication_time(b) == 0.0
+    from vidur_specdec import proposers, verify_cost
+    from vidur_specdec.predictor import (SpecDecExecutionTimePredictor, SpecDecPredictorConfig, load_time_model,
+                                         locate_profile)
+
+    cfg = load({})
+    model = KNOWN_MODELS[cfg.model]
+    pc = SpecDecPredictorConfig(
+        target=load_time_model(*locate_profile("shipped", "a100", cfg.model)),
+        verify_cost=verify_cost.build(cfg.speculative), proposer=proposers.build(cfg.speculative, None, 0),
+        model_spec=model, device_spec=A100, tensor_parallel_size=tp,
+        step_overheads=step_overheads.build(cfg.engine, model, A100, tp))
+    rc = ReplicaConfig(model_name=cfg.model, tensor_parallel_size=tp, num_pipeline_stages=1, device="a100",
+                       network_device="a100_pairwise_nvlink")
+    return SpecDecExecutionTimePredictor(pc, rc, CacheConfig(block_size=16, num_blocks=1000))
+
+
+def test_tensor_parallel_comm_is_two_all_reduces_per_layer():
+    """At TP > 1 each layer pays two all-reduces of tokens x hidden x 2 bytes; comm_ms is inside verify_ms."""
+    b = _batch([(True, 1, 300, 100)] * 8)
+    b.total_num_q_tokens, b.replica_id = 8, 0
+    one, two = _predictor(1).get_execution_time(b, 0), _predictor(2).get_execution_time(b, 0)
+    assert one.comm_ms == 0.0
+    expected = 2 * 32 * collectives.all_reduce_ms(A100, 2, 8 * 4096 * 2)
+    assert two.comm_ms == pytest.approx(expected, rel=1e-12) and two.comm_ms > 0
+    # same per-GPU op tables here, so the layers differ by the all-reduces alone
+    assert two.verify_ms - one.verify_ms == pytest.approx(expected, rel=1e-9)
+    # the LM head is split over the GPUs and its shards gathered
+    assert two.lm_head_ms != one.lm_head_ms
+    total = two.verify_ms + two.lm_head_ms + two.draft_ms + two.sampling_ms + two.overhead_ms
+    assert two.total_time * 1e3 == pytest.approx(total, rel=1e-12)
