@@ -31,6 +31,9 @@ from vidur_specdec.simulation import prepare, run_prepared  # noqa: E402
 
 LMDEPLOY = ("InternLM/lmdeploy docs/en/benchmark/a100_fp16.md (lmdeploy v0.1.0a1 TurboMind, fp16, "
             "A100-80G SXM), static inference benchmark: B / throughput(out tok/s)")
+VLLM_PERF = ("vLLM performance benchmark, https://buildkite.com/vllm/performance-benchmark/builds/9515, "
+             "latency tests (vllm bench latency: batch 8, input 32, output 128, default bf16): "
+             "mean end-to-end latency / 128")
 
 
 @dataclass
@@ -42,27 +45,33 @@ class Row:
     batch: int
     prompt: int
     output: int
-    throughput_tok_s: float  # published output tokens/s of the whole batch
+    published_ms: float  # published mean time per output token of the batch (ms), prefill included
     source: str
 
-    @property
-    def published_ms(self) -> float:
-        return self.batch / self.throughput_tok_s * 1e3
+
+def lmdeploy(label, model, tp, batch, prompt, output, throughput_tok_s) -> Row:
+    """A row of lmdeploy's static table: B / output throughput (tokens/s of the whole batch)."""
+    return Row(label, model, "a100", tp, batch, prompt, output, batch / throughput_tok_s * 1e3, LMDEPLOY)
 
 
+L2_7B, L2_70B = "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf"
 ROWS = [
-    Row("7B bs1 1/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 1, 1, 128, 100.02, LMDEPLOY),
-    Row("7B bs1 128/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 1, 128, 128, 102.21, LMDEPLOY),
-    Row("7B bs1 2048/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 1, 2048, 128, 86.1, LMDEPLOY),
-    Row("7B bs16 1/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 16, 1, 128, 1504.72, LMDEPLOY),
-    Row("7B bs16 128/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 16, 128, 128, 1272.47, LMDEPLOY),
-    Row("7B bs32 1/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 32, 1, 128, 2136.73, LMDEPLOY),
-    Row("7B bs64 1/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 64, 1, 128, 4154.81, LMDEPLOY),
-    Row("7B bs64 128/128", "meta-llama/Llama-2-7b-hf", "a100", 1, 64, 128, 128, 3024.07, LMDEPLOY),
-    # run once tensor parallelism lands (w-deploy); measured 70B profiles: ../shared/vidur-profiles
-    Row("70B TP4 bs1 1/128", "meta-llama/Llama-2-70b-hf", "a100", 4, 1, 1, 128, 33.94, LMDEPLOY),
-    Row("70B TP4 bs16 1/128", "meta-llama/Llama-2-70b-hf", "a100", 4, 16, 1, 128, 468.52, LMDEPLOY),
-    Row("70B TP4 bs64 1/128", "meta-llama/Llama-2-70b-hf", "a100", 4, 64, 1, 128, 1425.79, LMDEPLOY),
+    lmdeploy("7B bs1 1/128", L2_7B, 1, 1, 1, 128, 100.02),
+    lmdeploy("7B bs1 128/128", L2_7B, 1, 1, 128, 128, 102.21),
+    lmdeploy("7B bs1 2048/128", L2_7B, 1, 1, 2048, 128, 86.1),
+    lmdeploy("7B bs16 1/128", L2_7B, 1, 16, 1, 128, 1504.72),
+    lmdeploy("7B bs16 128/128", L2_7B, 1, 16, 128, 128, 1272.47),
+    lmdeploy("7B bs32 1/128", L2_7B, 1, 32, 1, 128, 2136.73),
+    lmdeploy("7B bs64 1/128", L2_7B, 1, 64, 1, 128, 4154.81),
+    lmdeploy("7B bs64 128/128", L2_7B, 1, 64, 128, 128, 3024.07),
+    # the rows below run once tensor parallelism, Llama-3.x and H200 land (w-deploy)
+    lmdeploy("70B TP4 bs1 1/128", L2_70B, 4, 1, 1, 128, 33.94),
+    lmdeploy("70B TP4 bs16 1/128", L2_70B, 4, 16, 1, 128, 468.52),
+    lmdeploy("70B TP4 bs64 1/128", L2_70B, 4, 64, 1, 128, 1425.79),
+    Row("L3.1-8B H200 bs8", "meta-llama/Llama-3.1-8B-Instruct", "h200", 1, 8, 32, 128, 833.421 / 128, VLLM_PERF),
+    # the benchmark names "llama-3 70B": the same dimensions as Llama-3.1-70B (context length aside)
+    Row("L3-70B TP4 H200 bs8", "meta-llama/Llama-3.1-70B-Instruct", "h200", 4, 8, 32, 128, 2077.53 / 128,
+        VLLM_PERF),
 ]
 
 LAYERS_ONLY = {"step_overhead_ms": 0.0, "overhead_ms_per_request": 0.0, "sampling_ms": 0.0,
