@@ -62,7 +62,7 @@ def cost_step_fn(config: dict):
     from vidur_specdec.validate.cost import CostModel
 
     cm = CostModel.from_config(load(config))
-    return lambda info: sum(cm.composition_ms(info.decode_q, info.decode_ctx, info.prefill, info.num_tokens))
+    return lambda info: cm.step_ms(info.decode_q, info.decode_ctx, info.prefill, info.num_tokens)
 
 
 # --------------------------------------------------------------------------- step-log tree

@@ -142,6 +142,19 @@ class PredictorConfig:
 
 
 @dataclass
+class EngineConfig:
+    """What a step costs beyond the decoder layers (vLLM V1 engine defaults; sources in docs/model.md)."""
+
+    step_overhead_ms: float = _f(0.5, lo=0.0, hi=1e4,
+                                 doc="engine CPU work per step on the critical path: schedule, prepare inputs, launch")
+    overhead_ms_per_request: float = _f(0.005, lo=0.0, hi=1e3, doc="extra engine CPU work per request in the step")
+    sampling_ms: float = _f(0.25, lo=0.0, hi=1e4, doc="sampler / rejection sampler, fixed per step that samples")
+    sampling_logit_passes: float = _f(10.0, lo=0.0, hi=1e3,
+                                      doc="passes over the fp32 logits (rows x vocab x 4 B) at HBM bandwidth")
+    lm_head: bool = _f(True, doc="price the LM head on every row that needs logits (false: layers only, as Vidur)")
+
+
+@dataclass
 class RunConfig:
     seed: int = _f(0, lo=0, hi=2**32 - 1)
     model: str = _f("meta-llama/Llama-2-7b-hf", choices=tuple(KNOWN_MODELS))
@@ -152,6 +165,7 @@ class RunConfig:
     parallel: ParallelConfig = _f(ParallelConfig())
     speculative: SpeculativeConfig = _f(SpeculativeConfig())
     predictor: PredictorConfig = _f(PredictorConfig())
+    engine: EngineConfig = _f(EngineConfig())
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

@@ -22,7 +22,8 @@ REQUEST_COLUMNS = [
 ]
 STEP_COLUMNS = [
     "step", "replica", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "spec_tokens",
-    "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms",
+    "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms", "comm_ms", "lm_head_ms",
+    "sampling_ms", "overhead_ms",
 ]
 
 
@@ -57,7 +58,8 @@ class StepRecorder:
         self.rows.append((
             len(self.rows), replica, time, execution_time.total_time * 1e3, len(batch_stage.requests),
             sum(batch_stage.num_q_tokens), decode_reqs, spec_tokens, prefill_tokens, ctx_tokens,
-            accepted, execution_time.draft_ms, execution_time.verify_ms,
+            accepted, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
+            execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
         ))
 
     def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:
@@ -128,6 +130,11 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
         "accepted_per_proposed": accepted / proposed if proposed else math.nan,
         "mean_step_ms": float(steps["duration_ms"].mean()) if len(steps) else math.nan,
         "draft_ms_total": float(steps["draft_ms"].sum()),
+        "verify_ms_total": float(steps["verify_ms"].sum()),
+        "comm_ms_total": float(steps["comm_ms"].sum()),
+        "lm_head_ms_total": float(steps["lm_head_ms"].sum()),
+        "sampling_ms_total": float(steps["sampling_ms"].sum()),
+        "overhead_ms_total": float(steps["overhead_ms"].sum()),
         "restarts": int(req["restarts"].sum()),
     }
     out.update(extra)

@@ -40,6 +40,7 @@ from vidur.execution_time_predictor import (
 )
 from vidur.types import BaseIntEnum
 
+from vidur_specdec.collectives import all_reduce_ms
 from vidur_specdec.config import ConfigError
 from vidur_specdec.ops import LINEAR_OPS
 
@@ -421,20 +422,33 @@ class StepComposition:
 
 
 class StepTime:
-    """A step's time: the target forward (Vidur's ExecutionTime) plus the proposer.
+    """A step's time: the target's pass plus the proposer plus the engine's overheads.
 
-    ``total_time`` / ``model_time`` are seconds, as Vidur expects; other
+    ``verify_ms`` is the target's forward through its layers (Vidur's
+    ExecutionTime, all-reduces included; a step log's ``t_fwd_end - t_fwd``);
+    ``comm_ms`` the tensor-parallel all-reduces inside it (part of
+    ``verify_ms``); ``lm_head_ms`` the target's LM head and logits gather
+    (the rest of the target's pass, kept apart as step logs keep it);
+    ``draft_ms`` the proposer; ``sampling_ms`` the sampler; ``overhead_ms``
+    the engine's CPU work. The step's duration is the sum of all but
+    ``comm_ms``. ``total_time`` / ``model_time`` are seconds, as Vidur expects; other
     attributes are read through to the target's ExecutionTime.
     """
 
-    __slots__ = ("target", "verify_ms", "draft_ms", "total_time", "model_time")
+    __slots__ = ("target", "verify_ms", "draft_ms", "comm_ms", "lm_head_ms", "sampling_ms", "overhead_ms",
+                 "total_time", "model_time")
 
-    def __init__(self, target, draft_ms: float) -> None:
+    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None) -> None:
         self.target = target
+        self.comm_ms = comm_ms
+        self.lm_head_ms = extra.lm_head_ms if extra is not None else 0.0
+        self.sampling_ms = extra.sampling_ms if extra is not None else 0.0
+        self.overhead_ms = extra.overhead_ms if extra is not None else 0.0
         self.verify_ms = target.total_time * 1e3
         self.draft_ms = draft_ms
-        self.total_time = target.total_time + draft_ms * 1e-3
-        self.model_time = target.model_time + draft_ms * 1e-3
+        beyond = draft_ms + (extra.total_ms if extra is not None else 0.0)
+        self.total_time = target.total_time + beyond * 1e-3
+        self.model_time = target.model_time + beyond * 1e-3
 
     def __getattr__(self, name):
         return getattr(self.target, name)
@@ -442,11 +456,21 @@ class StepTime:
 
 @dataclass
 class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
-    """Predictor settings; ``target`` is the fitted model, ``verify_cost``/``proposer`` the policies."""
+    """Predictor settings; ``target`` is the fitted model, ``verify_cost``/``proposer`` the policies.
+
+    ``model_spec``/``device_spec``/``tensor_parallel_size`` describe the
+    deployment (they price the all-reduces and the LM head);
+    ``step_overheads`` (a :class:`~vidur_specdec.step_overheads.StepOverheads`)
+    adds the LM head, sampling and engine overhead; None leaves them out.
+    """
 
     target: Optional[OperatorTimeModel] = None
     verify_cost: object = None
     proposer: object = None
+    model_spec: object = None
+    device_spec: object = None
+    tensor_parallel_size: int = 1
+    step_overheads: object = None
 
     @staticmethod
     def get_type():
@@ -464,12 +488,23 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._m: OperatorTimeModel = predictor_config.target
         self._verify_cost = predictor_config.verify_cost
         self._proposer = predictor_config.proposer
+        self._tp = int(predictor_config.tensor_parallel_size or 1)
+        self._device = predictor_config.device_spec
+        self._hidden = predictor_config.model_spec.hidden_size if predictor_config.model_spec is not None else 0
+        self._overheads = predictor_config.step_overheads
+        if self._tp > 1 and (self._device is None or not self._hidden):
+            raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
-        """Target forward (base class, per-layer ops × layers) plus proposer time."""
+        """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer
+        time plus what the step costs beyond the layers (:mod:`~vidur_specdec.step_overheads`)."""
         target = super().get_execution_time(batch, pipeline_stage)
         draft_ms = self._proposer.step_time_ms(StepComposition.of(batch)) if self._proposer else 0.0
-        return StepTime(target, draft_ms)
+        # what Vidur added: the TP all-reduce twice per layer (after attention and after the MLP);
+        # it calls _get_tensor_parallel_communication_time only when the replica's TP > 1
+        comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
+        extra = self._overheads.cost(batch) if self._overheads is not None else None
+        return StepTime(target, draft_ms, comm_ms, extra)
 
     def _tok(self, batch) -> int:
         return batch.total_num_q_tokens
@@ -515,7 +550,14 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         return self._m.linear_ms("add", self._tok(batch))
 
     def _get_tensor_parallel_communication_time(self, batch) -> float:
-        return 0.0  # tensor parallel 1
+        """One all-reduce (ms) of the step's hidden states: tokens × hidden × 2 bytes (bf16) at the TP degree.
+
+        Vidur's ExecutionTime charges it twice per layer (after the attention
+        output projection and after the MLP down projection); 0 at TP 1.
+        """
+        if self._tp <= 1:
+            return 0.0
+        return all_reduce_ms(self._device, self._tp, self._tok(batch) * self._hidden * 2)
 
     def _get_pipeline_parallel_communication_time(self, batch) -> float:
         return 0.0  # pipeline parallel 1

@@ -43,7 +43,7 @@ from vidur.types import BaseIntEnum
 
 from vidur_specdec import acceptance as acceptance_mod
 from vidur_specdec.closed_loop import ClosedLoopMixin
-from vidur_specdec import memory, proposers, verify_cost
+from vidur_specdec import devices, memory, proposers, step_overheads, verify_cost
 from vidur_specdec.config import ConfigError, RunConfig, load
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.models import KNOWN_MODELS, ModelSpec
@@ -247,10 +247,14 @@ def prepare(cfg: RunConfig) -> Prepared:
     if mem.num_blocks < need:
         raise ConfigError(f"scheduler.num_blocks: {mem.num_blocks} blocks cannot run request {longest} "
                           f"({total} tokens) to completion; allowed: >= {need}")
+    device = devices.get_device(cfg.device)
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),
         proposer=proposers.build(spec, draft_model, draft_spec.num_layers if draft_spec else 0),
+        model_spec=model,
+        device_spec=device,
+        step_overheads=step_overheads.build(cfg.engine, model, device, 1),
     )
     scheduler = SpecSarathiSchedulerConfig(
         chunk_size=cfg.scheduler.chunk_size,

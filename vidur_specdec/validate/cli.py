@@ -377,8 +377,8 @@ def cmd_fake_server(args) -> int:
         from vidur_specdec.validate.cost import CostModel
 
         cm = CostModel.from_config(load(args.cost_config))
-        step_fn = lambda info: sum(cm.composition_ms(info.decode_q, info.decode_ctx, info.prefill,  # noqa: E731
-                                                     info.num_tokens))
+        step_fn = lambda info: cm.step_ms(info.decode_q, info.decode_ctx, info.prefill,  # noqa: E731
+                                          info.num_tokens)
     try:
         cfg = FakeEngineConfig(k=args.k, alpha=args.alpha, per_position=args.per_position, base_ms=args.base_ms,
                                per_req_ms=args.per_req_ms, per_token_ms=args.per_token_ms, step_time_fn=step_fn,

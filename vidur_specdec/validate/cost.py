@@ -6,7 +6,9 @@ predictor does: per layer, the linear/elementwise ops over the step's tokens
 configured ``speculative.verify_attention`` policy, and prefill attention per
 chunk; times the target's layer count; plus the configured proposer's time.
 For a composition the simulator itself produced this equals its
-``verify_ms`` and ``draft_ms``.
+``verify_ms`` and ``draft_ms``; :meth:`CostModel.step_ms` adds the LM head,
+sampling and engine overhead (:mod:`vidur_specdec.step_overheads`) to give
+the whole step, its ``duration_ms``.
 
 A step log gives only sums, so :func:`split_sums` rebuilds a composition from
 them; the approximation (and the direction of its error) is:
@@ -49,11 +51,12 @@ class CostModel:
     verify: object  # vidur_specdec.verify_cost.VerifyCost
     proposer: object  # vidur_specdec.proposers.Proposer
     model: str = ""
+    overheads: object = None  # vidur_specdec.step_overheads.StepOverheads: LM head, sampling, engine overhead
 
     @classmethod
     def from_config(cls, cfg) -> "CostModel":
         """The cost model a simulation of ``cfg`` (a RunConfig) uses: same profiles, policy, proposer."""
-        from vidur_specdec import proposers, verify_cost
+        from vidur_specdec import devices, proposers, step_overheads, verify_cost
         from vidur_specdec.models import KNOWN_MODELS
         from vidur_specdec.predictor import load_time_model, locate_profile
 
@@ -66,8 +69,10 @@ class CostModel:
             dmlp, datt = locate_profile(root, cfg.device, spec.draft_model, key=key)
             draft_model = load_time_model(dmlp, datt)
             draft_layers = KNOWN_MODELS[spec.draft_model].num_layers
-        return cls(load_time_model(mlp, att), KNOWN_MODELS[cfg.model].num_layers, verify_cost.build(spec),
-                   proposers.build(spec, draft_model, draft_layers), cfg.model)
+        model = KNOWN_MODELS[cfg.model]
+        return cls(load_time_model(mlp, att), model.num_layers, verify_cost.build(spec),
+                   proposers.build(spec, draft_model, draft_layers), cfg.model,
+                   step_overheads.build(cfg.engine, model, devices.get_device(cfg.device), 1))
 
     def composition_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int],
                        prefill: Sequence[Tuple[int, int]], num_tokens: Optional[int] = None) -> Tuple[float, float]:
@@ -88,6 +93,25 @@ class CostModel:
         layer += sum(m.prefill_attention_ms(kv, c) for kv, c in prefill)
         comp = StepComposition(n, list(decode_q), list(decode_ctx), list(prefill))
         return layer * self.num_layers, float(self.proposer.step_time_ms(comp))
+
+
+    def beyond_layers_ms(self, decode_q: Sequence[int], prefill: Sequence[Tuple[int, int]]) -> float:
+        """LM head + sampling + engine overhead (ms) of a step, as the simulator charges them.
+
+        Every prefill chunk is taken to complete its prompt (one LM-head row
+        each): a step log does not say which chunk is a prompt's last, so this
+        over-predicts by one row per non-final chunk (microseconds).
+        """
+        if self.overheads is None:
+            return 0.0
+        rows = int(sum(decode_q)) + len(prefill)
+        return self.overheads.cost_rows(rows, len(decode_q) + len(prefill)).total_ms
+
+    def step_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int], prefill: Sequence[Tuple[int, int]],
+                num_tokens: Optional[int] = None) -> float:
+        """The whole step (ms): target forward + proposer + what the step costs beyond the layers."""
+        t, d = self.composition_ms(decode_q, decode_ctx, prefill, num_tokens)
+        return t + d + self.beyond_layers_ms(decode_q, prefill)
 
 
 def _spread(total: int, n: int) -> List[int]:

@@ -298,7 +298,7 @@ def step_check(steps: pd.DataFrame, durations: pd.DataFrame, cost_model, max_ste
             picked.append(d.index)
         idx = picked[0].append(picked[1:]) if picked else idx
     s = steps.loc[idx]
-    pt, pd_ = [], []
+    pt, pd_, px = [], [], []
     for r in s[["num_reqs", "num_tokens", "decode_reqs", "spec_tokens", "prefill_tokens", "ctx_tokens"]].itertuples(
             index=False):
         dq, dctx, pf = split_sums(int(r.num_reqs), int(r.decode_reqs), int(r.spec_tokens), int(r.prefill_tokens),
@@ -306,13 +306,14 @@ def step_check(steps: pd.DataFrame, durations: pd.DataFrame, cost_model, max_ste
         t, d = cost_model.composition_ms(dq, dctx, pf, num_tokens=int(r.num_tokens))
         pt.append(t)
         pd_.append(d)
+        px.append(cost_model.beyond_layers_ms(dq, pf) if hasattr(cost_model, "beyond_layers_ms") else 0.0)
     out = s[[c for c in KEY if c in s] + [c for c in ("wall", "num_reqs", "num_tokens", "decode_reqs", "spec_tokens",
                                                       "prefill_tokens", "ctx_tokens", "padded_tokens") if c in s]].copy()
     out["kind"] = np.where(s["prefill_tokens"] <= 0, "decode",
                            np.where(s["decode_reqs"] <= 0, "prefill", "mixed"))
     out["predicted_target_ms"] = pt
     out["predicted_draft_ms"] = pd_
-    out["predicted_step_ms"] = out["predicted_target_ms"] + out["predicted_draft_ms"]
+    out["predicted_step_ms"] = out["predicted_target_ms"] + out["predicted_draft_ms"] + np.asarray(px, float)
     dur = durations.loc[idx]
     out["measured_fwd_ms"] = dur["fwd_ms"]
     out["measured_drafter_ms"] = dur["drafter_ms"]
