@@ -41,6 +41,8 @@ from vidur.execution_time_predictor import (
 from vidur.types import BaseIntEnum
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.devices import DeviceSpec
+from vidur_specdec.models import ModelSpec
 from vidur_specdec.ops import LINEAR_OPS
 
 # Ops that make up Vidur's per-layer model time (kv_cache_save and emb are not counted by Vidur).
@@ -442,11 +444,21 @@ class StepTime:
 
 @dataclass
 class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
-    """Predictor settings; ``target`` is the fitted model, ``verify_cost``/``proposer`` the policies."""
+    """Predictor settings; ``target`` is the fitted model, ``verify_cost``/``proposer`` the policies.
+
+    ``model_spec``/``device_spec``/``tensor_parallel_size`` describe the
+    target's deployment (set by ``simulation.prepare``): the target's
+    :class:`~vidur_specdec.models.ModelSpec`, the GPU's
+    :class:`~vidur_specdec.devices.DeviceSpec` and the GPUs per replica.
+    ``target`` was fitted from that TP's profile rows, so its op times are per GPU.
+    """
 
     target: Optional[OperatorTimeModel] = None
     verify_cost: object = None
     proposer: object = None
+    model_spec: Optional[ModelSpec] = None
+    device_spec: Optional[DeviceSpec] = None
+    tensor_parallel_size: int = 1
 
     @staticmethod
     def get_type():
