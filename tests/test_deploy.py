@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, small
 from vidur_specdec import memory
 from vidur_specdec.config import ConfigError, from_dict, load
-from vidur_specdec.devices import BUILTIN, GIB
+from vidur_specdec.devices import BUILTIN
 from vidur_specdec.models import KNOWN_MODELS, ModelError, resolve_model
 
 L31_8B = "meta-llama/Llama-3.1-8B-Instruct"

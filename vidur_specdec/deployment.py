@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List, Optional
 
 from vidur_specdec import memory
@@ -139,3 +140,22 @@ def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_ind
         raise ConfigError(f"scheduler.num_blocks: {mem.num_blocks} blocks cannot run request {longest_index} "
                           f"({longest_total} tokens) to completion; allowed: >= {need}")
     return mem
+
+
+def profile_files(cfg: RunConfig) -> Dict[str, Path]:
+    """``{name: path}`` of the profile files a run of ``cfg`` reads (target, and drafter if used).
+
+    Names are ``<device>/<model>/<file>`` (plus ``/tp<k>`` for k > 1, and the
+    built grid for built profiles), machine independent. Profiles that are
+    built on demand are built (and cached) here.
+    """
+    dep = resolve(cfg)
+    out = {}
+    for role, choice in profiles(cfg, dep, longest_request_tokens(cfg)).items():
+        model, tp = (dep.model, dep.tp) if role == "target" else (dep.draft, dep.draft_tp)
+        stem = f"{dep.device.name}/{model.name}" + (f"/tp{tp}" if tp != 1 else "")
+        if choice.source == "built":
+            stem = choice.label[len("built:"):]
+        for path in (choice.mlp, choice.attention):
+            out[f"{stem}/{path.name}"] = path
+    return out

@@ -18,7 +18,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from ..models import KNOWN_MODELS, ModelError, ModelSpec, get_model, resolve_model
+from ..models import ModelError, ModelSpec, get_model, resolve_model
 from . import params
 from .builder import (
     ATTENTION_COLUMNS,
