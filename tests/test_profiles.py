@@ -203,7 +203,7 @@ def test_monotone_and_positive(model, device, tp):
 def test_devices_and_faster_hardware_is_not_slower():
     assert DEVICES["a100"]["peak_flops"] == 312e12 and DEVICES["a100"]["mem_bw"] == 2039e9
     assert DEVICES["h100"]["peak_flops"] == 989e12 and DEVICES["h100"]["mem_bw"] == 3350e9
-    assert DEVICES["h200"]["mem_bw"] == 4800e9 and DEVICES["h200"]["mem_bytes"] == 141 * 10**9
+    assert DEVICES["h200"]["mem_bw"] == 4800e9 and DEVICES["h200"]["mem_bytes"] == 143771 * 2**20
     assert DEVICES["a100"]["sms"] == 108 and DEVICES["h100"]["sms"] == DEVICES["h200"]["sms"] == 132
     spec = get_model(SMALL)
     a = build_profile(spec, "a100", 1, max_tokens=256)

@@ -20,7 +20,9 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 import yaml
 
-from vidur_specdec.models import KNOWN_MODELS
+from vidur_specdec.devices import DeviceError, get_device
+from vidur_specdec.memory import TP_SIZES, tp_fits
+from vidur_specdec.models import KNOWN_MODELS, ModelError, ModelSpec, resolve_model
 
 
 class ConfigError(ValueError):
@@ -91,7 +93,8 @@ class ParallelConfig:
     """How one deployment is spread over GPUs (vLLM's names)."""
 
     # --- tensor parallelism (issue 8, item 4) ---
-    tensor_parallel_size: int = _f(1, lo=1, hi=8, doc="GPUs per replica (1, 2, 4 or 8)")
+    tensor_parallel_size: int = _f(1, choices=TP_SIZES,
+                                   doc="GPUs per replica; must split the model's query heads evenly")
 
     # --- replicas (issue 8, item 5) ---
     num_replicas: int = _f(1, lo=1, hi=1024, doc="identical replicas behind one global scheduler")
@@ -118,7 +121,10 @@ class SpeculativeConfig:
                                             doc="lambda: interpolated = lambda*per_token + (1-lambda)*shared_kv")
     ngram_cost_ms: float = _f(0.1, lo=0.0, hi=1e4, doc="CPU n-gram lookup, ms per step that proposes")
     fixed_cost_ms: float = _f(0.5, lo=0.0, hi=1e4, doc="ms per proposal round (one guess per request)")
-    draft_model: str = _f("JackFram/llama-160m", choices=tuple(KNOWN_MODELS))
+    draft_model: str = _f("JackFram/llama-160m",
+                          doc="known model name, Hugging Face config.json or YAML of ModelSpec fields")
+    draft_tensor_parallel_size: Optional[int] = _f(None, choices=TP_SIZES,
+                                                   doc="drafter's TP: null = target's; else 1 or the target's (vLLM)")
     draft_profiles: Optional[str] = _f(None, doc="profile root for the drafter; null = same as profiles")
 
     def acceptance_input(self) -> Optional[str]:
@@ -157,8 +163,9 @@ class EngineConfig:
 @dataclass
 class RunConfig:
     seed: int = _f(0, lo=0, hi=2**32 - 1)
-    model: str = _f("meta-llama/Llama-2-7b-hf", choices=tuple(KNOWN_MODELS))
-    device: str = _f("a100", choices=("a100",))
+    model: str = _f("meta-llama/Llama-2-7b-hf",
+                    doc="known model name, Hugging Face config.json or YAML of ModelSpec fields")
+    device: str = _f("a100", doc="a100, h100, h200 or a YAML file of device figures")
     profiles: str = _f("shipped", doc="'shipped' or a directory in Vidur's profile layout")
     workload: WorkloadConfig = _f(WorkloadConfig())
     scheduler: SchedulerConfig = _f(SchedulerConfig())
@@ -190,7 +197,7 @@ def _range_text(meta, tp) -> str:
         return _range_text(meta, inner) + " or null"
     lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
     if choices:
-        return "one of " + ", ".join(choices)
+        return "one of " + ", ".join(str(c) for c in choices)
     if lo is not None and hi is not None:
         num = (lambda x: str(x)) if tp is int else (lambda x: f"{x:g}")
         return f"{_type_name(tp)} in [{num(lo)}, {num(hi)}]"
@@ -273,11 +280,12 @@ def _check_cross_fields(cfg: RunConfig) -> None:
             raise ConfigError(f"workload.{name}.min: must be <= workload.{name}.max ({d.max}), got {d.min}")
     if w.output_tokens.bounds()[0] < 1:
         raise ConfigError("workload.output_tokens: must produce at least 1 token")
-    max_len = KNOWN_MODELS[cfg.model].max_model_len
+    model, _ = _check_deployment(cfg)
+    max_len = model.max_model_len
     longest = w.prompt_tokens.bounds()[1] + w.output_tokens.bounds()[1]
     if w.arrival != "trace" and longest > max_len:
         raise ConfigError(f"workload.prompt_tokens: longest prompt + longest output = {longest} tokens "
-                          f"exceeds {cfg.model}'s max_model_len {max_len}")
+                          f"exceeds {model.name}'s max_model_len {max_len}")
     if w.arrival == "trace" and not w.trace_file:
         raise ConfigError("workload.trace_file: required when workload.arrival is trace")
     if w.arrival == "closed" and w.concurrency is None:
@@ -298,6 +306,65 @@ def _check_cross_fields(cfg: RunConfig) -> None:
             raise ConfigError(f"speculative.acceptance_histogram: must have k + 1 = {k + 1} entries, got {len(h)}")
         if abs(sum(h) - 1.0) > 1e-6:
             raise ConfigError(f"speculative.acceptance_histogram: must sum to 1, got {sum(h):.6g}")
+
+
+def resolved_model(cfg: RunConfig) -> ModelSpec:
+    """The target's :class:`ModelSpec` (``model:`` is a known name or a file); :class:`ConfigError` if bad."""
+    try:
+        return resolve_model(cfg.model, "model")
+    except ModelError as e:
+        raise ConfigError(str(e)) from None
+
+
+def resolved_draft_model(cfg: RunConfig) -> ModelSpec:
+    """The drafter's :class:`ModelSpec` (``speculative.draft_model``); :class:`ConfigError` if bad."""
+    try:
+        return resolve_model(cfg.speculative.draft_model, "speculative.draft_model")
+    except ModelError as e:
+        raise ConfigError(str(e)) from None
+
+
+def resolved_device(cfg: RunConfig):
+    """The :class:`~vidur_specdec.devices.DeviceSpec` that ``device:`` names; :class:`ConfigError` if bad."""
+    try:
+        return get_device(cfg.device)
+    except DeviceError as e:
+        raise ConfigError(str(e)) from None
+
+
+def draft_tp(cfg: RunConfig) -> int:
+    """The drafter's tensor-parallel size: ``speculative.draft_tensor_parallel_size`` or the target's."""
+    d = cfg.speculative.draft_tensor_parallel_size
+    return cfg.parallel.tensor_parallel_size if d is None else d
+
+
+def _tp_error(key: str, tp: int, m: ModelSpec) -> ConfigError:
+    ok = [t for t in TP_SIZES if tp_fits(m, t)]
+    return ConfigError(f"{key}: {tp} does not split {m.name}'s {m.num_heads} query heads, {m.num_kv_heads} KV "
+                       f"heads and {m.ffn_size} MLP columns evenly; allowed: {', '.join(map(str, ok))}")
+
+
+def _check_deployment(cfg: RunConfig):
+    """Model, device and tensor-parallel checks; returns (target ModelSpec, drafter ModelSpec or None)."""
+    model = resolved_model(cfg)
+    resolved_device(cfg)
+    tp = cfg.parallel.tensor_parallel_size
+    if not tp_fits(model, tp):
+        raise _tp_error("parallel.tensor_parallel_size", tp, model)
+    draft = resolved_draft_model(cfg)  # a bad name is refused whatever the method
+    s = cfg.speculative
+    if s.draft_tensor_parallel_size is not None and s.draft_tensor_parallel_size not in (1, tp):
+        # vLLM, vllm/config/speculative.py (SpeculativeConfig._verify_and_get_draft_tp): 1 or the target's.
+        raise ConfigError(f"speculative.draft_tensor_parallel_size: must be 1 or the target's "
+                          f"parallel.tensor_parallel_size ({tp}) as in vLLM, got {s.draft_tensor_parallel_size}")
+    if s.enabled and s.method == "draft_model":
+        dtp = draft_tp(cfg)
+        if not tp_fits(draft, dtp):
+            key = ("speculative.draft_tensor_parallel_size" if s.draft_tensor_parallel_size is not None
+                   else "parallel.tensor_parallel_size")
+            raise _tp_error(key, dtp, draft)
+        return model, draft
+    return model, None
 
 
 def from_dict(data: Optional[Mapping]) -> RunConfig:
@@ -366,12 +433,45 @@ def read_yaml(path: Union[str, Path]) -> Dict:
     return data
 
 
+# Keys whose value may be a file path; relative paths resolve against the config file's folder.
+FILE_KEYS = ("model", "device", "speculative.draft_model")
+
+
+def anchor_paths(data: Dict, base: Path) -> Dict:
+    """``data`` with relative file paths under :data:`FILE_KEYS` made absolute against ``base`` (in place).
+
+    Known model names and built-in device names are left alone, so are values
+    that are neither an existing file under ``base`` nor end in .json/.yaml/.yml.
+    """
+    from vidur_specdec.devices import BUILTIN
+
+    for key in FILE_KEYS:
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or not isinstance(node.get(parts[-1]), str):
+            continue
+        value = node[parts[-1]]
+        if value in KNOWN_MODELS or value in BUILTIN or Path(value).expanduser().is_absolute():
+            continue
+        candidate = Path(base) / value
+        if candidate.is_file() or value.endswith((".json", ".yaml", ".yml")):
+            node[parts[-1]] = str(candidate.resolve())
+    return data
+
+
 def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Optional[List[str]] = None) -> RunConfig:
-    """Load a config from a path, a mapping or a :class:`RunConfig`, applying ``overrides``."""
+    """Load a config from a path, a mapping or a :class:`RunConfig`, applying ``overrides``.
+
+    File paths in ``model``, ``device`` and ``speculative.draft_model`` given in
+    a config file resolve against that file's folder; those given in
+    ``overrides`` (``--set``) against the working directory.
+    """
     if isinstance(source, RunConfig):
         data = source.to_dict()
     elif isinstance(source, (str, Path)):
-        data = read_yaml(source)
+        data = anchor_paths(read_yaml(source), Path(source).resolve().parent)
     else:
         data = dict(source or {})
     return from_dict(apply_overrides(data, overrides or []))

@@ -111,7 +111,7 @@ def get_device(name_or_path: Union[str, Path, Mapping, DeviceSpec], base: Option
     if base is not None and not path.is_absolute():
         path = Path(base) / path
     if not (key.endswith((".yaml", ".yml")) or path.is_file()):
-        raise DeviceError(f"device: unknown device {key!r}; built in: {', '.join(BUILTIN)}, "
+        raise DeviceError(f"device: unknown device {key!r}; must be one of {', '.join(BUILTIN)}, "
                           "or the path of a YAML file of device figures")
     if not path.is_file():
         raise DeviceError(f"device: file not found: {path}")

@@ -1,9 +1,16 @@
-"""GPU memory: how many target KV blocks fit beside the weights (and the drafter).
+"""GPU memory: how many target KV blocks fit beside the weights (and the drafter), per GPU.
 
-    usable   = device_memory · (1 − memory_margin_fraction)
-    weights  = 2 B · (layers · params_per_layer + 2 · vocab · hidden)       target (+ drafter)
-    per_blk  = block_size · (kv_bytes_per_token(target) + kv_bytes_per_token(drafter))
+    usable   = device.memory_bytes · (1 − memory_margin_fraction)              one GPU
+    weights  = 2 B · (layers · params_per_layer(tp) + embedding_params(tp))   target (+ drafter)
+    per_blk  = block_size · (kv_bytes_per_token(target, tp) + kv_bytes_per_token(drafter, draft_tp))
     blocks   = floor((usable − weights_target − weights_drafter) / per_blk)
+
+With tensor parallelism every GPU of the replica holds 1/tp of the weights
+(query heads, MLP columns and vocabulary split; KV heads split, or replicated
+when tp exceeds them) and the KV of its own heads, so the plan is that of one
+GPU. A drafter at ``draft_tp`` < tp (vLLM: 1) sits whole on the first GPU of the
+group; that GPU is the tightest, so it sets the block count (vLLM takes the
+minimum over workers).
 
 The drafter keeps its own KV for every token the target holds, so each target
 block has a (smaller) draft block beside it: both are charged in ``per_blk``
@@ -16,20 +23,24 @@ down to whole max-length sequences (see docs/model.md).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Optional, Union
 
+from vidur_specdec.devices import DeviceSpec, get_device
 from vidur_specdec.models import ModelSpec
 
 GIB = 1024**3
-DEVICE_MEMORY_GB = {"a100": 80, "h100": 80, "h200": 141}  # GiB, as Vidur's device SKUs count them
 DTYPE_BYTES = 2  # fp16/bf16 weights and KV
+TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes the simulator models (one 8-GPU node)
+
+
+class NoRoomError(ValueError):
+    """The weights (and drafter) leave no room for KV on one GPU; ``plan`` raises it."""
 
 
 def weight_bytes(model: ModelSpec, tp: int = 1) -> int:
     """Bytes of one GPU's share of the weights: decoder layers + embedding + LM head."""
     layers = model.num_layers * model.params_per_layer(tp)
-    embed_and_head = 2 * model.vocab_size * model.hidden_size // tp
-    return DTYPE_BYTES * (layers + embed_and_head)
+    return DTYPE_BYTES * (layers + model.embedding_params(tp))
 
 
 @dataclass(frozen=True)
@@ -54,22 +65,27 @@ class MemoryPlan:
         return d
 
 
-def plan(model: ModelSpec, device: str, block_size: int, memory_margin_fraction: float,
-         draft: Optional[ModelSpec] = None, tp: int = 1) -> MemoryPlan:
-    """KV blocks for ``model`` (and ``draft``, if loaded) on ``device``.
+def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
+         draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None) -> MemoryPlan:
+    """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
 
-    Raises ``ValueError`` when the weights leave no room for a single block.
+    ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
+    ``memory_bytes``. ``draft_tp`` None means ``tp``. Raises :class:`NoRoomError`
+    when the weights leave no room for a single block.
     """
-    usable = int(DEVICE_MEMORY_GB[device] * GIB * (1.0 - memory_margin_fraction))
+    dev = get_device(device)
+    dtp = tp if draft_tp is None else draft_tp
+    usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
     w_t = weight_bytes(model, tp)
-    w_d = weight_bytes(draft, tp) if draft else 0
+    w_d = weight_bytes(draft, dtp) if draft else 0
     kv_t = model.kv_bytes_per_token(tp, DTYPE_BYTES)
-    kv_d = draft.kv_bytes_per_token(tp, DTYPE_BYTES) if draft else 0
+    kv_d = draft.kv_bytes_per_token(dtp, DTYPE_BYTES) if draft else 0
     free = usable - w_t - w_d
     blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
     if blocks < 1:
-        raise ValueError(f"{model.name}{' + ' + draft.name if draft else ''} weights leave no room "
-                         f"for KV on {device} with memory_margin_fraction {memory_margin_fraction}")
+        raise NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights "
+                          f"({(w_t + w_d) / GIB:.1f} GiB per GPU at tensor_parallel_size {tp}) leave no room "
+                          f"for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
     return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks))
 
 
@@ -86,3 +102,14 @@ def min_blocks_to_finish(total_tokens: int, block_size: int, watermark_fraction:
     while -(-(total_tokens - 1) // block_size) + int(watermark_fraction * n) > n:
         n += 1
     return n
+
+
+def tp_fits(model: ModelSpec, tp: int) -> bool:
+    """True when ``tp`` splits ``model``'s query heads evenly and its KV heads divide or are divided by it.
+
+    vLLM's rule (``ModelConfig.verify_with_parallel_config``: attention heads
+    divisible by tp; ``get_num_kv_heads``: KV heads split when tp divides them,
+    replicated when they divide tp; MLP columns split evenly).
+    """
+    kv = model.num_kv_heads
+    return model.num_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0) and model.ffn_size % tp == 0

@@ -42,6 +42,8 @@ from vidur.types import BaseIntEnum
 
 from vidur_specdec.collectives import all_reduce_ms
 from vidur_specdec.config import ConfigError
+from vidur_specdec.devices import DeviceSpec
+from vidur_specdec.models import ModelSpec
 from vidur_specdec.ops import LINEAR_OPS
 
 # Ops that make up Vidur's per-layer model time (kv_cache_save and emb are not counted by Vidur).
@@ -459,7 +461,10 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     """Predictor settings; ``target`` is the fitted model, ``verify_cost``/``proposer`` the policies.
 
     ``model_spec``/``device_spec``/``tensor_parallel_size`` describe the
-    deployment (they price the all-reduces and the LM head);
+    target's deployment (set by ``simulation.prepare``): the target's
+    :class:`~vidur_specdec.models.ModelSpec`, the GPU's
+    :class:`~vidur_specdec.devices.DeviceSpec` and the GPUs per replica.
+    ``target`` was fitted from that TP's profile rows, so its op times are per GPU.
     ``step_overheads`` (a :class:`~vidur_specdec.step_overheads.StepOverheads`)
     adds the LM head, sampling and engine overhead; None leaves them out.
     """
@@ -467,8 +472,8 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     target: Optional[OperatorTimeModel] = None
     verify_cost: object = None
     proposer: object = None
-    model_spec: object = None
-    device_spec: object = None
+    model_spec: Optional[ModelSpec] = None
+    device_spec: Optional[DeviceSpec] = None
     tensor_parallel_size: int = 1
     step_overheads: object = None
 

@@ -14,6 +14,7 @@ the reference that ``method: none`` must reproduce.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import tempfile
 from dataclasses import dataclass, field
@@ -43,18 +44,13 @@ from vidur.types import BaseIntEnum
 
 from vidur_specdec import acceptance as acceptance_mod
 from vidur_specdec.closed_loop import ClosedLoopMixin
-from vidur_specdec import devices, memory, proposers, step_overheads, verify_cost
+from vidur_specdec import deployment, memory, proposers, step_overheads, verify_cost
 from vidur_specdec.config import ConfigError, RunConfig, load
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
-from vidur_specdec.models import KNOWN_MODELS, ModelSpec
-from vidur_specdec.predictor import (
-    SHIPPED,
-    SpecDecPredictorConfig,
-    file_digest,
-    load_time_model,
-    locate_profile,
-    shipped_profiles_root,
-)
+from vidur_specdec.deployment import Deployment
+from vidur_specdec.models import ModelSpec
+from vidur_specdec.predictor import SpecDecPredictorConfig, load_time_model
+from vidur_specdec.profiles.on_demand import describe
 from vidur_specdec.request import SpecRequest
 from vidur_specdec.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.workload import RequestSpec, generate
@@ -88,24 +84,50 @@ def _reset_entity_counters(cls) -> None:
         _reset_entity_counters(sub)
 
 
+# Strong references to the Vidur model configs registered here. Vidur finds model
+# configs through ``BaseModelConfig.__subclasses__()``, which holds only weak
+# references: a class made by ``make_dataclass`` sits in reference cycles, so
+# without this dict a ``gc.collect()`` would unregister it.
+_VIDUR_MODELS: Dict[str, type] = {}
+
+
+def _vidur_dims(spec: ModelSpec) -> tuple:
+    return (spec.num_layers, spec.num_heads, spec.num_kv_heads, spec.hidden_size, spec.ffn_size,
+            spec.max_model_len, spec.vocab_size)
+
+
+def _vidur_config_dims(cfg) -> tuple:
+    return (cfg.num_layers, cfg.num_q_heads, cfg.num_kv_heads, cfg.embedding_dim, cfg.mlp_hidden_dim,
+            cfg.max_model_len, cfg.vocab_size)
+
+
 def vidur_model_name(spec: ModelSpec) -> str:
-    """Vidur's name for ``spec``, registering a Llama-2-style Vidur model config if Vidur lacks one."""
+    """Vidur's name for ``spec``, registering a Llama-2-style Vidur model config if Vidur lacks one.
+
+    Vidur's base predictor reads the layer count from this config, so a spec
+    whose dimensions differ from Vidur's model of the same name (a model file
+    reusing a known name) is registered under ``<name>#<digest>``.
+    """
+    name = spec.name
     try:
-        BaseModelConfig.create_from_name(spec.name)
-        return spec.name
+        if _vidur_config_dims(BaseModelConfig.create_from_name(name)) == _vidur_dims(spec):
+            return name
+        name = f"{spec.name}#{hashlib.sha256(repr(_vidur_dims(spec)).encode()).hexdigest()[:8]}"
+        if name in _VIDUR_MODELS:
+            return name
     except ValueError:
         pass
     cls = dataclasses.make_dataclass(
-        "SpecDec_" + "".join(c if c.isalnum() else "_" for c in spec.name),
+        "SpecDec_" + "".join(c if c.isalnum() else "_" for c in name),
         [("num_layers", int, spec.num_layers), ("num_q_heads", int, spec.num_heads),
          ("num_kv_heads", int, spec.num_kv_heads), ("embedding_dim", int, spec.hidden_size),
          ("mlp_hidden_dim", int, spec.ffn_size), ("max_model_len", int, spec.max_model_len),
          ("vocab_size", int, spec.vocab_size)],
         bases=(Llama2ModelConfig,),
-        namespace={"get_name": staticmethod(lambda n=spec.name: n)},
+        namespace={"get_name": staticmethod(lambda n=name: n)},
     )
-    assert BaseModelConfig.create_from_name(spec.name).__class__ is cls
-    return spec.name
+    _VIDUR_MODELS[name] = cls
+    return name
 
 
 class _NoFilesMetricsConfig(MetricsConfig):
@@ -203,58 +225,44 @@ class Prepared:
     predictor: SpecDecPredictorConfig
     scheduler: SpecSarathiSchedulerConfig
     profile_files: Dict[str, str]
-
-
-def _describe(path: Path, root: str) -> str:
-    """A profile file as ``shipped:<relative path>`` or its path, plus a content hash (machine independent)."""
-    digest = file_digest(path)[:12]
-    if root == SHIPPED:
-        return f"shipped:{Path(path).relative_to(shipped_profiles_root()).as_posix()} sha256:{digest}"
-    return f"{path} sha256:{digest}"
+    deployment: Optional[Deployment] = None
+    profile_source: Dict[str, Optional[str]] = field(default_factory=dict)  # target/draft: shipped|built|measured
 
 
 def prepare(cfg: RunConfig) -> Prepared:
-    """Fit the predictors, plan memory, draw the workload; raises :class:`ConfigError` on bad input."""
+    """Plan memory, draw the workload, fit the predictors; raises :class:`ConfigError` on bad input.
+
+    Cheap checks (model, device, TP, memory per GPU, the longest request) come
+    before the profiles are built or fitted.
+    """
     spec = cfg.speculative
-    model = KNOWN_MODELS[cfg.model]
-    mlp, att = locate_profile(cfg.profiles, cfg.device, cfg.model)
-    cache = cfg.predictor.cache_dir
-    target = load_time_model(mlp, att, cache_dir=cache)
-    files = {"target_mlp": _describe(mlp, cfg.profiles), "target_attention": _describe(att, cfg.profiles)}
-    draft_spec = None
-    draft_model = None
-    if spec.enabled and spec.method == "draft_model":
-        draft_spec = KNOWN_MODELS[spec.draft_model]
-        root = spec.draft_profiles or cfg.profiles
-        key = "speculative.draft_profiles" if spec.draft_profiles else "profiles"
-        dmlp, datt = locate_profile(root, cfg.device, spec.draft_model, key=key)
-        draft_model = load_time_model(dmlp, datt, cache_dir=cache)
-        files.update(draft_mlp=_describe(dmlp, root), draft_attention=_describe(datt, root))
-    try:
-        mem = memory.plan(model, cfg.device, cfg.scheduler.block_size, cfg.scheduler.memory_margin_fraction,
-                          draft=draft_spec)
-    except ValueError as e:
-        raise ConfigError(f"scheduler.memory_margin_fraction: {e}") from None
-    if cfg.scheduler.num_blocks is not None:
-        mem = dataclasses.replace(mem, num_blocks=cfg.scheduler.num_blocks)
+    dep = deployment.resolve(cfg)
+    model, draft_spec = dep.model, dep.draft
     specs = generate(cfg.workload, cfg.seed)
     longest = max(range(len(specs)), key=lambda i: specs[i].prompt_tokens + specs[i].output_tokens)
     total = specs[longest].prompt_tokens + specs[longest].output_tokens
     if total > model.max_model_len:
         raise ConfigError(f"workload.trace_file: request {longest} has prompt + output = {total} tokens "
                           f"> max_model_len {model.max_model_len}")
-    need = memory.min_blocks_to_finish(total, mem.block_size, cfg.scheduler.watermark_blocks_fraction)
-    if mem.num_blocks < need:
-        raise ConfigError(f"scheduler.num_blocks: {mem.num_blocks} blocks cannot run request {longest} "
-                          f"({total} tokens) to completion; allowed: >= {need}")
-    device = devices.get_device(cfg.device)
+    mem = deployment.plan_memory(cfg, dep, total, longest)
+    choices = deployment.profiles(cfg, dep, deployment.longest_request_tokens(cfg, specs))
+    cache = cfg.predictor.cache_dir
+    t = choices["target"]
+    target = load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cache)
+    files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
+    draft_model = None
+    if draft_spec is not None:
+        d = choices["draft"]
+        draft_model = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
+        files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),
         proposer=proposers.build(spec, draft_model, draft_spec.num_layers if draft_spec else 0),
         model_spec=model,
-        device_spec=device,
-        step_overheads=step_overheads.build(cfg.engine, model, device, 1),
+        device_spec=dep.device,
+        tensor_parallel_size=dep.tp,
+        step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp),
     )
     scheduler = SpecSarathiSchedulerConfig(
         chunk_size=cfg.scheduler.chunk_size,
@@ -263,7 +271,8 @@ def prepare(cfg: RunConfig) -> Prepared:
         acceptance=acceptance_mod.build(spec, cfg.seed),
         max_draft_context=draft_spec.max_model_len if draft_spec else None,
     )
-    return Prepared(cfg, specs, model, mem, predictor, scheduler, files)
+    sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
+    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources)
 
 
 #: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged).
@@ -276,13 +285,17 @@ GLOBAL_SCHEDULERS = {
 def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=None) -> SimulationConfig:
     """Vidur's SimulationConfig for a prepared run.
 
-    ``parallel.num_replicas`` identical replicas (TP 1, PP 1), each with its own
-    ``num_blocks`` KV blocks (the memory plan is per replica), behind Vidur's
-    ``parallel.global_scheduler``.
+    ``parallel.num_replicas`` identical replicas (the run's TP, PP 1), each with
+    its own ``num_blocks`` KV blocks (the memory plan is per replica), behind
+    Vidur's ``parallel.global_scheduler``. Vidur's device SKU and network device
+    are bookkeeping only (see :meth:`Deployment.vidur_device_sku`); the predictor
+    and memory plan use the run's own :class:`~vidur_specdec.devices.DeviceSpec`.
     """
+    dep = p.deployment or deployment.resolve(p.cfg)
+    sku = dep.vidur_device_sku()
     replica = ReplicaConfig(
-        model_name=vidur_model_name(p.model), num_pipeline_stages=1, tensor_parallel_size=1,
-        device=p.cfg.device, network_device=f"{p.cfg.device}_pairwise_nvlink",
+        model_name=vidur_model_name(p.model), num_pipeline_stages=1, tensor_parallel_size=dep.tp,
+        device=sku, network_device=f"{sku}_pairwise_nvlink" if dep.tp == 1 else f"{sku}_dgx",
     )
     cache = CacheConfig(
         block_size=p.memory.block_size, num_blocks=int(p.memory.num_blocks),
@@ -324,9 +337,11 @@ def run_prepared(p: Prepared) -> SimulationResult:
     steps = sim.recorder.steps_frame()
     acc = p.scheduler.acceptance
     extra = {
-        "model": p.cfg.model,
-        "device": p.cfg.device,
+        "model": p.model.name,
+        "device": p.deployment.device.name if p.deployment else p.cfg.device,
+        "tensor_parallel_size": int(p.predictor.tensor_parallel_size),
         "profiles": p.profile_files,
+        "profile_source": dict(p.profile_source),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
         "verify_attention": p.cfg.speculative.verify_attention,

@@ -148,16 +148,10 @@ def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
 
     Digests are cached per path, size and mtime in this process; ``fresh`` re-reads the files.
     """
-    from vidur_specdec.predictor import file_digest, locate_profile
+    from vidur_specdec.deployment import profile_files
+    from vidur_specdec.predictor import file_digest
 
-    files = list(locate_profile(cfg.profiles, cfg.device, cfg.model))
-    s = cfg.speculative
-    if s.enabled and s.method == "draft_model":
-        root = s.draft_profiles or cfg.profiles
-        key = "speculative.draft_profiles" if s.draft_profiles else "profiles"
-        files += list(locate_profile(root, cfg.device, s.draft_model, key=key))
-    return {f"{cfg.device}/{m}/{Path(f).name}": file_digest(f, fresh)[:16]
-            for m, f in zip([cfg.model] * 2 + [s.draft_model] * 2, files)}
+    return {name: file_digest(f, fresh)[:16] for name, f in profile_files(cfg).items()}
 
 
 # --------------------------------------------------------------------------- sweep definition

@@ -18,7 +18,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 import pandas as pd
 
-from ..models import KNOWN_MODELS, ModelSpec, get_model, model_from_dict
+from ..models import ModelError, ModelSpec, get_model, resolve_model
 from . import params
 from .builder import (
     ATTENTION_COLUMNS,
@@ -65,6 +65,10 @@ TpArg = Union[int, Sequence[int]]
 
 
 def _device(device: DeviceArg) -> Dict:
+    from ..devices import DeviceSpec
+
+    if isinstance(device, DeviceSpec):
+        return device.builder_fields()
     return get_device(device) if isinstance(device, str) else dict(device)
 
 
@@ -76,43 +80,30 @@ def _tps(tp: TpArg) -> List[int]:
 
 
 def load_model(name_or_yaml: Union[str, os.PathLike]) -> ModelSpec:
-    """A :class:`ModelSpec` from a ``KNOWN_MODELS`` key or a YAML file of its fields."""
-    key = str(name_or_yaml)
-    if key in KNOWN_MODELS:
-        return get_model(key)
-    path = Path(key)
-    if path.is_file():
-        import yaml
-
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ProfileError(f"cannot parse model YAML {key}: {str(exc).splitlines()[0]}") from None
-        if not isinstance(data, dict):
-            raise ProfileError(f"model YAML {key} must be a mapping of ModelSpec fields")
-        try:
-            return model_from_dict(data)
-        except (TypeError, ValueError) as exc:
-            raise ProfileError(f"bad model YAML {key}: {exc}") from None
-    raise ProfileError(
-        f"unknown model {key!r} (not a file either); known: {sorted(KNOWN_MODELS)}"
-    )
+    """A :class:`ModelSpec` from a ``KNOWN_MODELS`` key, a Hugging Face config.json or a YAML of its fields."""
+    try:
+        return resolve_model(str(name_or_yaml), "--model")
+    except ModelError as exc:
+        raise ProfileError(str(exc)) from None
 
 
 def build_profile(
-    model_spec: ModelSpec, device: DeviceArg, tp: TpArg, max_tokens: Optional[int] = None
+    model_spec: ModelSpec, device: DeviceArg, tp: TpArg, max_tokens: Optional[int] = None,
+    max_chunk: Optional[int] = None,
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
     """(mlp_df, attention_df) in Vidur's column order; ``tp`` may list several sizes.
 
-    ``device`` is a key of :data:`DEVICES` or a mapping with ``peak_flops`` (FLOP/s)
-    and ``mem_bw`` (bytes/s); ``max_tokens`` caps mlp.csv's num_tokens grid.
+    ``device`` is a key of :data:`DEVICES`, a :class:`~vidur_specdec.devices.DeviceSpec`
+    or a mapping with ``peak_flops`` (FLOP/s) and ``mem_bw`` (bytes/s); ``max_tokens``
+    caps mlp.csv's num_tokens grid; ``max_chunk`` caps the prefill chunks of
+    attention.csv (and makes the prefill rows a full rectangle up to max_model_len).
     """
     dev = _device(device)
     tps = _tps(tp)
     for t in tps:
         check_tp(model_spec, t)
     mlp = pd.concat([build_mlp_df(model_spec, dev, t, max_tokens) for t in tps], ignore_index=True)
-    att = pd.concat([build_attention_df(model_spec, dev, t) for t in tps], ignore_index=True)
+    att = pd.concat([build_attention_df(model_spec, dev, t, max_chunk=max_chunk) for t in tps], ignore_index=True)
     return mlp, att
 
 
@@ -147,13 +138,14 @@ def write_profile(
     tp: TpArg,
     out_dir: Union[str, os.PathLike],
     max_tokens: Optional[int] = None,
+    max_chunk: Optional[int] = None,
 ) -> Tuple[Path, Path]:
     """Build and write ``out_dir/mlp.csv`` and ``out_dir/attention.csv``; returns both paths.
 
     Everything is computed before any file is touched, and files are renamed into
     place from temp files, so a failure leaves no partial CSV.
     """
-    mlp, att = build_profile(model_spec, device, tp, max_tokens)
+    mlp, att = build_profile(model_spec, device, tp, max_tokens, max_chunk)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ProfileError(f"output path {out} exists and is not a directory")

@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("build", help="write DIR/mlp.csv and DIR/attention.csv for one model and device")
     b.add_argument("--model", required=True, help="KNOWN_MODELS name or path to a YAML of ModelSpec fields")
-    b.add_argument("--device", required=True, help=f"one of {', '.join(sorted(DEVICES))}")
+    b.add_argument("--device", required=True, help=f"one of {', '.join(sorted(DEVICES))}, or a YAML file of device figures")
     b.add_argument("--tp", required=True, type=int, nargs="+", help="tensor parallel size(s); rows for each")
     b.add_argument("--out", required=True, help="output directory (created if missing)")
     b.add_argument("--max-tokens", type=int, default=None, help="largest num_tokens in mlp.csv (default 4096)")
@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="median |%% error| per op and group against a measured Vidur profile")
     c.add_argument("--model", required=True, help="KNOWN_MODELS name or path to a YAML of ModelSpec fields")
-    c.add_argument("--device", required=True, help=f"one of {', '.join(sorted(DEVICES))}")
+    c.add_argument("--device", required=True, help=f"one of {', '.join(sorted(DEVICES))}, or a YAML file of device figures")
     c.add_argument("--tp", required=True, type=int)
     c.add_argument("--measured", required=True, help="folder with measured mlp.csv and attention[.sample].csv")
     k = sub.add_parser(
@@ -54,26 +54,31 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _check_device(name: str) -> None:
-    if name not in DEVICES:
-        raise ProfileError(f"unknown device {name!r}; known: {sorted(DEVICES)}")
+def _check_device(name: str):
+    """A built-in device name or a YAML file of device figures (:func:`vidur_specdec.devices.get_device`)."""
+    from ..devices import DeviceError, get_device
+
+    try:
+        return get_device(name)
+    except DeviceError as exc:
+        raise ProfileError(str(exc).replace("device: ", "--device: ", 1)) from None
 
 
 def _run(args: argparse.Namespace) -> None:
     if args.command == "build":
-        _check_device(args.device)
+        device = _check_device(args.device)
         spec = load_model(args.model)
         if args.max_tokens is not None and args.max_tokens < 1:
             raise ProfileError(f"--max-tokens must be positive, got {args.max_tokens}")
-        for path in write_profile(spec, args.device, args.tp, args.out, args.max_tokens):
+        for path in write_profile(spec, device, args.tp, args.out, args.max_tokens):
             print(path)
     elif args.command == "build-shipped":
         for path in build_shipped(args.root):
             print(path)
     elif args.command == "compare":
-        _check_device(args.device)
+        device = _check_device(args.device)
         spec = load_model(args.model)
-        table = compare_profile(spec, args.device, args.tp, args.measured)
+        table = compare_profile(spec, device, args.tp, args.measured)
         print(f"# {spec.name} on {args.device}, tp={args.tp}, vs {args.measured}")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     elif args.command == "calibrate":

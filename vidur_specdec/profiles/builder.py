@@ -288,21 +288,31 @@ def mlp_token_grid(max_tokens: Optional[int] = None, step: Optional[int] = None)
     return np.array(head + list(range(step, max_tokens + 1, step)), dtype=np.int64)
 
 
-def attention_grid(max_model_len: int, grid: Optional[Mapping] = None) -> pd.DataFrame:
+def attention_grid(max_model_len: int, grid: Optional[Mapping] = None,
+                   max_chunk: Optional[int] = None) -> pd.DataFrame:
     """(batch_size, prefill_chunk_size, kv_cache_size) rows: all decode rows, then prefill rows.
 
     Decode: batch 1..decode_max_batch x kv decode_kv_step..max_model_len (a decode always has
-    context). Prefill: chunk step..max_model_len x kv 0..(max_model_len - chunk).
+    context). Prefill: chunk step..max_model_len x kv 0..(max_model_len - chunk); with
+    ``max_chunk`` (profiles on demand: no chunk exceeds the scheduler's chunk size) chunk
+    step..max_chunk x kv 0..max_model_len, a full rectangle.
     """
     g = P.GRID if grid is None else grid
-    rows = []
-    for bs in range(1, g["decode_max_batch"] + 1):
-        for kv in range(g["decode_kv_step"], max_model_len + 1, g["decode_kv_step"]):
-            rows.append((bs, 0, kv))
-    for chunk in range(g["prefill_chunk_step"], max_model_len + 1, g["prefill_chunk_step"]):
-        for kv in range(0, max_model_len - chunk + 1, g["prefill_kv_step"]):
-            rows.append((1, chunk, kv))
-    return pd.DataFrame(rows, columns=["batch_size", "prefill_chunk_size", "kv_cache_size"])
+    kv_step, c_step = g["decode_kv_step"], g["prefill_chunk_step"]
+    b = np.repeat(np.arange(1, g["decode_max_batch"] + 1), len(range(kv_step, max_model_len + 1, kv_step)))
+    kv = np.tile(np.arange(kv_step, max_model_len + 1, kv_step), g["decode_max_batch"])
+    parts = [(b, np.zeros_like(b), kv)]
+    if max_chunk is None:
+        for chunk in range(c_step, max_model_len + 1, c_step):
+            kvs = np.arange(0, max_model_len - chunk + 1, g["prefill_kv_step"])
+            parts.append((np.ones_like(kvs), np.full_like(kvs, chunk), kvs))
+    else:
+        chunks = np.arange(c_step, max_chunk + 1, c_step)
+        kvs = np.arange(0, max_model_len + 1, g["prefill_kv_step"])
+        parts.append((np.ones(len(chunks) * len(kvs), dtype=np.int64), np.repeat(chunks, len(kvs)),
+                      np.tile(kvs, len(chunks))))
+    cols = [np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(3)]
+    return pd.DataFrame({"batch_size": cols[0], "prefill_chunk_size": cols[1], "kv_cache_size": cols[2]})
 
 
 def _stats(times: np.ndarray) -> Dict[str, np.ndarray]:
@@ -348,10 +358,11 @@ def build_attention_df(
     device: Mapping,
     tp: int,
     efficiency: Optional[Mapping] = None,
+    max_chunk: Optional[int] = None,
 ) -> pd.DataFrame:
-    """attention.csv content (Vidur schema) for one model, device and tp."""
+    """attention.csv content (Vidur schema) for one model, device and tp (``max_chunk``: see :func:`attention_grid`)."""
     check_tp(spec, tp)
-    grid = attention_grid(spec.max_model_len)
+    grid = attention_grid(spec.max_model_len, max_chunk=max_chunk)
     times = attention_op_times(
         spec, device, tp, grid["batch_size"], grid["kv_cache_size"], grid["prefill_chunk_size"], efficiency
     )

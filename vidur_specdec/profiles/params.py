@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Dict
 
+from ..devices import BUILTIN as _BUILTIN_DEVICES
+
 # Bytes per element of weights, activations and KV cache (BF16/FP16).
 DTYPE_BYTES: int = 2
 
@@ -31,17 +33,12 @@ BLOCK_SIZE: int = 16
 # Attention backend label written into attention.csv (Vidur's enum string).
 ATTENTION_BACKEND: str = "AttentionBackend.FLASH_ATTENTION"
 
-# Device datasheet figures. peak_flops: dense BF16/FP16 tensor-core FLOP/s (no
-# sparsity); mem_bw: HBM bandwidth in bytes/s; mem_bytes: HBM capacity; sms:
-# streaming multiprocessors; l2_bytes: L2 cache size.
-DEVICES: Dict[str, Dict] = {
-    # NVIDIA A100 80GB SXM (HBM2e): 312 TFLOP/s, 2039 GB/s, 108 SMs, 40 MB L2.
-    "a100": {"peak_flops": 312e12, "mem_bw": 2039e9, "mem_bytes": 80 * 10**9, "sms": 108, "l2_bytes": 40 * 2**20},
-    # NVIDIA H100 SXM5 80GB (HBM3): 989 TFLOP/s, 3350 GB/s, 132 SMs, 50 MB L2.
-    "h100": {"peak_flops": 989e12, "mem_bw": 3350e9, "mem_bytes": 80 * 10**9, "sms": 132, "l2_bytes": 50 * 2**20},
-    # NVIDIA H200 SXM 141GB (HBM3e): 989 TFLOP/s, 4800 GB/s, 132 SMs, 50 MB L2.
-    "h200": {"peak_flops": 989e12, "mem_bw": 4800e9, "mem_bytes": 141 * 10**9, "sms": 132, "l2_bytes": 50 * 2**20},
-}
+# Device datasheet figures, in the builder's key names, derived from the one
+# source of device figures, vidur_specdec.devices.BUILTIN (see its comments for
+# the datasheets). peak_flops: dense BF16/FP16 tensor-core FLOP/s (no sparsity);
+# mem_bw: HBM bandwidth in bytes/s; mem_bytes: HBM capacity (bytes, not used by
+# the time model); sms: streaming multiprocessors; l2_bytes: L2 cache size.
+DEVICES: Dict[str, Dict] = {name: spec.builder_fields() for name, spec in _BUILTIN_DEVICES.items()}
 
 # Kernel structure constants: how the kernels cut their work, not fitted.
 KERNEL: Dict[str, float] = {

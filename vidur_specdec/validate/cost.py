@@ -56,23 +56,21 @@ class CostModel:
     @classmethod
     def from_config(cls, cfg) -> "CostModel":
         """The cost model a simulation of ``cfg`` (a RunConfig) uses: same profiles, policy, proposer."""
-        from vidur_specdec import devices, proposers, step_overheads, verify_cost
-        from vidur_specdec.models import KNOWN_MODELS
-        from vidur_specdec.predictor import load_time_model, locate_profile
+        from vidur_specdec import deployment, proposers, step_overheads, verify_cost
+        from vidur_specdec.predictor import load_time_model
 
         spec = cfg.speculative
-        mlp, att = locate_profile(cfg.profiles, cfg.device, cfg.model)
+        dep = deployment.resolve(cfg)
+        choices = deployment.profiles(cfg, dep, deployment.longest_request_tokens(cfg))
+        t = choices["target"]
         draft_model, draft_layers = None, 0
-        if spec.enabled and spec.method == "draft_model":
-            root = spec.draft_profiles or cfg.profiles
-            key = "speculative.draft_profiles" if spec.draft_profiles else "profiles"
-            dmlp, datt = locate_profile(root, cfg.device, spec.draft_model, key=key)
-            draft_model = load_time_model(dmlp, datt)
-            draft_layers = KNOWN_MODELS[spec.draft_model].num_layers
-        model = KNOWN_MODELS[cfg.model]
-        return cls(load_time_model(mlp, att), model.num_layers, verify_cost.build(spec),
-                   proposers.build(spec, draft_model, draft_layers), cfg.model,
-                   step_overheads.build(cfg.engine, model, devices.get_device(cfg.device), 1))
+        if dep.draft is not None:
+            d = choices["draft"]
+            draft_model = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cfg.predictor.cache_dir)
+            draft_layers = dep.draft.num_layers
+        return cls(load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cfg.predictor.cache_dir),
+                   dep.model.num_layers, verify_cost.build(spec), proposers.build(spec, draft_model, draft_layers),
+                   cfg.model, step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp))
 
     def composition_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int],
                        prefill: Sequence[Tuple[int, int]], num_tokens: Optional[int] = None) -> Tuple[float, float]:

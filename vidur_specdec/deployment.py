@@ -1,0 +1,161 @@
+"""A run's deployment: target and drafter models, the GPU, tensor-parallel sizes and their profiles.
+
+One resolver for ``model:``, ``device:``, ``parallel.tensor_parallel_size``,
+``speculative.draft_model`` and ``speculative.draft_tensor_parallel_size``
+(:func:`resolve`), one for the operator profiles those need
+(:func:`profiles`), and the memory check with its remedy (:func:`plan_memory`):
+a model that does not fit is refused naming the smallest tensor-parallel size
+that would fit. Used by ``simulation.prepare``, the sweep's profile digests and
+the validation cost model, so they all read the same files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from vidur_specdec import memory
+from vidur_specdec.config import (
+    ConfigError,
+    RunConfig,
+    draft_tp,
+    resolved_device,
+    resolved_draft_model,
+    resolved_model,
+)
+from vidur_specdec.devices import DeviceSpec
+from vidur_specdec.memory import TP_SIZES, NoRoomError, tp_fits
+from vidur_specdec.models import ModelSpec
+from vidur_specdec.profiles.on_demand import ProfileChoice, choose_profile
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Resolved target (and drafter, when ``method: draft_model`` speculates) on one GPU type."""
+
+    model: ModelSpec
+    device: DeviceSpec
+    tp: int  # GPUs per replica (target)
+    draft: Optional[ModelSpec] = None
+    draft_tp: int = 1  # the drafter's tensor-parallel size (vLLM: 1 or the target's)
+
+    def vidur_device_sku(self) -> str:
+        """The Vidur device SKU for Vidur's ``ReplicaConfig`` bookkeeping only.
+
+        Vidur 0.0.26 knows a100 and h100 (not h200, not custom devices); the
+        simulator's predictor and memory plan never read Vidur's SKU figures, so
+        h200 maps to h100 (same generation) and any other device to a100.
+        """
+        return {"a100": "a100", "h100": "h100", "h200": "h100"}.get(self.device.name, "a100")
+
+
+def resolve(cfg: RunConfig) -> Deployment:
+    """The deployment ``cfg`` describes; :class:`ConfigError` on a bad model, device or TP (checked at load too)."""
+    model = resolved_model(cfg)
+    device = resolved_device(cfg)
+    s = cfg.speculative
+    draft = resolved_draft_model(cfg) if (s.enabled and s.method == "draft_model") else None
+    return Deployment(model, device, cfg.parallel.tensor_parallel_size, draft, draft_tp(cfg) if draft else 1)
+
+
+def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, ProfileChoice]:
+    """``{"target": ..., "draft": ...}`` profile choices (``draft`` only with a drafter).
+
+    ``longest_tokens`` (the run's longest prompt + output + guesses) sets the
+    context a built profile covers.
+    """
+    cache = cfg.predictor.cache_dir
+    out = {"target": choose_profile(cfg.profiles, dep.model, dep.device, dep.tp, longest_tokens=longest_tokens,
+                                    chunk_size=cfg.scheduler.chunk_size, cache_dir=cache)}
+    if dep.draft is not None:
+        s = cfg.speculative
+        root = s.draft_profiles or cfg.profiles
+        key = "speculative.draft_profiles" if s.draft_profiles else "profiles"
+        tp_key = ("speculative.draft_tensor_parallel_size" if s.draft_tensor_parallel_size is not None
+                  else "parallel.tensor_parallel_size")
+        out["draft"] = choose_profile(root, dep.draft, dep.device, dep.draft_tp, longest_tokens=longest_tokens,
+                                      chunk_size=cfg.scheduler.chunk_size, cache_dir=cache, key=key, tp_key=tp_key)
+    return out
+
+
+def longest_request_tokens(cfg: RunConfig, specs: Optional[List] = None) -> int:
+    """Tokens of the run's longest request (prompt + output + k guesses); draws the workload if not given."""
+    if specs is None:
+        from vidur_specdec.workload import generate
+
+        specs = generate(cfg.workload, cfg.seed)
+    k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0
+    return max(s.prompt_tokens + s.output_tokens for s in specs) + k
+
+
+def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int) -> memory.MemoryPlan:
+    return memory.plan(dep.model, dep.device, cfg.scheduler.block_size, cfg.scheduler.memory_margin_fraction,
+                       draft=dep.draft, tp=tp, draft_tp=dtp)
+
+
+def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, need_blocks: int) -> Optional[int]:
+    """Smallest TP above ``dep.tp`` at which the weights leave ``need_blocks`` KV blocks per GPU, or None."""
+    explicit_one = cfg.speculative.draft_tensor_parallel_size == 1 and dep.tp != 1
+    for t in TP_SIZES:
+        if t <= dep.tp or not tp_fits(dep.model, t):
+            continue
+        dtp = 1 if explicit_one else t
+        if dep.draft is not None and not tp_fits(dep.draft, dtp):
+            continue
+        try:
+            if _plan_at(cfg, dep, t, dtp).num_blocks >= need_blocks:
+                return t
+        except NoRoomError:
+            continue
+    return None
+
+
+def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_index: int) -> memory.MemoryPlan:
+    """KV blocks per GPU; a model that does not fit names ``parallel.tensor_parallel_size`` and the smallest TP that does.
+
+    ``longest_total`` is the longest request's prompt + output tokens (request
+    ``longest_index``); with ``scheduler.num_blocks`` null the plan must hold it.
+    """
+    sch = cfg.scheduler
+    need = memory.min_blocks_to_finish(longest_total, sch.block_size, sch.watermark_blocks_fraction)
+    try:
+        mem = _plan_at(cfg, dep, dep.tp, dep.draft_tp)
+    except NoRoomError as e:
+        t = _smallest_tp_that_fits(cfg, dep, need)
+        fix = (f"needs parallel.tensor_parallel_size >= {t}" if t else
+               f"does not fit at any parallel.tensor_parallel_size ({', '.join(map(str, TP_SIZES))}); "
+               "lower scheduler.memory_margin_fraction or use a larger device")
+        raise ConfigError(f"parallel.tensor_parallel_size: {e}; {fix}") from None
+    if sch.num_blocks is not None:
+        mem = dataclasses.replace(mem, num_blocks=sch.num_blocks)
+    elif mem.num_blocks < need:
+        t = _smallest_tp_that_fits(cfg, dep, need)
+        if t is not None:
+            raise ConfigError(f"parallel.tensor_parallel_size: at {dep.tp}, {mem.num_blocks} KV blocks per GPU cannot "
+                              f"run request {longest_index} ({longest_total} tokens) to completion; "
+                              f"needs parallel.tensor_parallel_size >= {t}")
+    if mem.num_blocks < need:
+        raise ConfigError(f"scheduler.num_blocks: {mem.num_blocks} blocks cannot run request {longest_index} "
+                          f"({longest_total} tokens) to completion; allowed: >= {need}")
+    return mem
+
+
+def profile_files(cfg: RunConfig) -> Dict[str, Path]:
+    """``{name: path}`` of the profile files a run of ``cfg`` reads (target, and drafter if used).
+
+    Names are ``<device>/<model>/<file>`` (plus ``/tp<k>`` for k > 1, and the
+    built grid for built profiles), machine independent. Profiles that are
+    built on demand are built (and cached) here.
+    """
+    dep = resolve(cfg)
+    out = {}
+    for role, choice in profiles(cfg, dep, longest_request_tokens(cfg)).items():
+        model, tp = (dep.model, dep.tp) if role == "target" else (dep.draft, dep.draft_tp)
+        stem = f"{dep.device.name}/{model.name}" + (f"/tp{tp}" if tp != 1 else "")
+        if choice.source == "built":
+            stem = choice.label[len("built:"):]
+        for path in (choice.mlp, choice.attention):
+            out[f"{stem}/{path.name}"] = path
+    return out
