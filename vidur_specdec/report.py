@@ -32,10 +32,10 @@ REQUIRED = ["model", "device", "profiles", "num_requests", "qps", "method", "k",
             "verify_attention", "tpot_ms_p50", "ttft_ms_p50", "e2e_ms_p50", "tpot_speedup"]
 NUMERIC = {"num_requests", "qps", "k", "acceptance_rate", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
            "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
-           "throughput_tok_s", "mean_tokens_per_step", "accepted_per_proposed", "ttft_ms_mean_first50",
+           "throughput_tok_s", "mean_acceptance_length", "accepted_per_guess", "ttft_ms_mean_first50",
            "ttft_ms_mean_last50", "tpot_speedup", "row", "baseline_row", "makespan_s", "restarts"}
 KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
-        "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_tokens_per_step",
+        "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_acceptance_length",
         "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts"]
 ATTENTION_LABELS = {
     "shared_kv": "KV read once (shared_kv, lower bound)",
@@ -276,7 +276,7 @@ _JS = r"""
     const ymax = Math.max(1.2, ...s.sel.map((r) => r.tpot_speedup || 0)) * 1.12;
     const layout = {
       margin: { l: 64, r: 20, t: 16, b: 48 }, font: { family: 'system-ui, sans-serif', size: 13, color: '#1d2330' },
-      xaxis: { type: 'category', title: { text: 'proposals per verify step (k)' }, categoryorder: 'array', categoryarray: ks.map(cat) },
+      xaxis: { type: 'category', title: { text: 'guesses per decode step (k)' }, categoryorder: 'array', categoryarray: ks.map(cat) },
       yaxis: { title: { text: 'predicted median TPOT speedup (\u00d7)' }, range: [0, ymax], zeroline: false, gridcolor: '#e6e9ef' },
       shapes: [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: 1, y1: 1, line: { color: '#1d2330', width: 1.5, dash: 'dash' } }],
       annotations: [{ xref: 'paper', x: 0, y: 1, yanchor: 'bottom', xanchor: 'left', showarrow: false, text: '1\u00d7 = no-speculation baseline', font: { size: 12, color: '#5b6475' } }],

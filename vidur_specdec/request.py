@@ -22,9 +22,9 @@ class SpecRequest(Request):
     """A request with separate tokens-charged / tokens-advanced accounting.
 
     ``index`` is the request's position in the workload (it keys its
-    acceptance stream). Counters: ``verify_steps`` (decode steps, plain or
-    speculative), ``proposed_tokens``, ``accepted_tokens``; they satisfy
-    ``output_tokens = 1 + verify_steps + accepted_tokens`` once completed.
+    acceptance stream). Counters: ``decode_steps`` (decode steps, plain or
+    speculative), ``guesses``, ``accepted_tokens``; they satisfy
+    ``output_tokens = 1 + decode_steps + accepted_tokens`` once completed.
     """
 
     def __init__(self, arrived_at: float, num_prefill_tokens: int, num_decode_tokens: int,
@@ -33,8 +33,8 @@ class SpecRequest(Request):
         self.index = index
         self.prompt_tokens = num_prefill_tokens
         self.output_tokens = num_decode_tokens
-        self.verify_steps = 0
-        self.proposed_tokens = 0
+        self.decode_steps = 0
+        self.guesses = 0
         self.accepted_tokens = 0
         self.acceptance_uniforms = None  # filled lazily by the scheduler
         self.draws = 0
@@ -69,8 +69,8 @@ class SpecRequest(Request):
         tokens_advanced = self._advanced(num_tokens_processed)
         if self._planned is not None:
             guesses, accepted = self._planned
-            self.verify_steps += 1
-            self.proposed_tokens += guesses
+            self.decode_steps += 1
+            self.guesses += guesses
             self.accepted_tokens += accepted
             self._planned = None
         super().on_batch_end(time, tokens_advanced)
