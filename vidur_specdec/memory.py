@@ -55,16 +55,19 @@ class MemoryPlan:
 
 
 def plan(model: ModelSpec, device: str, block_size: int, memory_margin_fraction: float,
-         draft: Optional[ModelSpec] = None, tp: int = 1) -> MemoryPlan:
+         draft: Optional[ModelSpec] = None, tp: int = 1, head: tuple = (0, 0)) -> MemoryPlan:
     """KV blocks for ``model`` (and ``draft``, if loaded) on ``device``.
+
+    ``head`` is (weight bytes, KV bytes per token) of a draft head on the
+    target's GPUs (EAGLE-family, Medusa): counted with the drafter's.
 
     Raises ``ValueError`` when the weights leave no room for a single block.
     """
     usable = int(DEVICE_MEMORY_GB[device] * GIB * (1.0 - memory_margin_fraction))
     w_t = weight_bytes(model, tp)
-    w_d = weight_bytes(draft, tp) if draft else 0
+    w_d = (weight_bytes(draft, tp) if draft else 0) + int(head[0])
     kv_t = model.kv_bytes_per_token(tp, DTYPE_BYTES)
-    kv_d = draft.kv_bytes_per_token(tp, DTYPE_BYTES) if draft else 0
+    kv_d = (draft.kv_bytes_per_token(tp, DTYPE_BYTES) if draft else 0) + int(head[1])
     free = usable - w_t - w_d
     blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
     if blocks < 1:

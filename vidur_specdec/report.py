@@ -119,6 +119,15 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
     }
 
 
+def method_label(method: str, rows: List[Dict]) -> str:
+    """A proposer's label from the proposer registry (a draft model also names the drafter)."""
+    from vidur_specdec.proposers import label
+
+    text = label(method)
+    drafters = _uniq(r.get("draft_model") for r in rows if r["method"] == method and r.get("draft_model"))
+    return f"{text} ({', '.join(drafters)})" if method == "draft_model" and drafters else text
+
+
 def markdown_table(rows: List[Dict]) -> str:
     """The recorded numbers as Markdown: per proposer, one line per load x acceptance rate x k."""
     lines = ["No-speculation baselines (times in ms; the first and last 50 requests by arrival):", "",
@@ -133,7 +142,7 @@ def markdown_table(rows: List[Dict]) -> str:
                          f"{f(r['throughput_tok_s'], 0)} |")
     lines.append("")
     for method in _uniq(r["method"] for r in rows if r["method"] != "none"):
-        lines += [f"Proposer: {method}. TPOT p50 in ms; speedup = baseline TPOT p50 / TPOT p50.", "",
+        lines += [f"Proposer: {method_label(method, rows)}. TPOT p50 in ms; speedup = baseline TPOT p50 / TPOT p50.", "",
                   "| load (req/s) | baseline TPOT p50 | alpha | k | TPOT p50, shared_kv | speedup, shared_kv "
                   "| TPOT p50, per_token | speedup, per_token |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -236,7 +245,7 @@ _JS = r"""
   }
   fill(loadSel, loads, loadLabel);
   const methods = uniq(spec.map((r) => r.method));
-  fill(methodSel, methods, (m) => (m === 'draft_model' && D.meta.draft_model ? 'draft model (' + D.meta.draft_model + ')' : m === 'ngram' ? 'n-gram' : m));
+  fill(methodSel, methods, (m) => D.method_labels[m] || m);
   document.getElementById('method-control').style.display = methods.length > 1 ? '' : 'none';
   function refillAlpha() {
     const m = methodSel.value, q = Number(loadSel.value);
@@ -322,14 +331,13 @@ def build_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> s
     if not any(r["method"] != "none" for r in rows):
         raise ConfigError(f"report: {csv_path} has no speculative rows to compare")
     meta = _meta(rows, csv_path, out_path)
+    methods = _uniq(r["method"] for r in rows if r["method"] != "none")
     data = {"rows": [{c: r.get(c) for c in KEEP} for r in rows], "meta": meta,
-            "attention_labels": ATTENTION_LABELS}
+            "attention_labels": ATTENTION_LABELS, "method_labels": {m: method_label(m, rows) for m in methods}}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
     e = html.escape
     title = title or "Speculative decoding: predicted TPOT speedup"
-    methods = _uniq(r["method"] for r in rows if r["method"] != "none")
-    proposer = ", ".join({"ngram": "n-gram lookup", "draft_model": f"draft model ({meta['draft_model']})"}.get(m, m)
-                         for m in methods)
+    proposer = ", ".join(method_label(m, rows) for m in methods)
     js = get_plotlyjs()
     return f"""<!DOCTYPE html>
 <html lang="en">

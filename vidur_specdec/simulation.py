@@ -54,6 +54,7 @@ from vidur_specdec.predictor import (
     shipped_profiles_root,
 )
 from vidur_specdec.request import SpecRequest
+from vidur_specdec.tree import parse_tree
 from vidur_specdec.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.workload import RequestSpec, generate
 
@@ -210,23 +211,21 @@ def prepare(cfg: RunConfig) -> Prepared:
     cache = cfg.predictor.cache_dir
     target = load_time_model(mlp, att, cache_dir=cache)
     files = {"target_mlp": _describe(mlp, cfg.profiles), "target_attention": _describe(att, cfg.profiles)}
-    draft_spec = None
-    draft_model = None
-    if spec.enabled and spec.method == "draft_model":
-        draft_spec = KNOWN_MODELS[spec.draft_model]
-        root = spec.draft_profiles or cfg.profiles
-        key = "speculative.draft_profiles" if spec.draft_profiles else "profiles"
-        dmlp, datt = locate_profile(root, cfg.device, spec.draft_model, key=key)
-        draft_model = load_time_model(dmlp, datt, cache_dir=cache)
-        files.update(draft_mlp=_describe(dmlp, root), draft_attention=_describe(datt, root))
+    proposer = proposers.build(cfg, target, cache)
+    files.update({k: _describe(path, root) for k, (path, root) in proposer.profile_files.items()})
+    draft_spec = getattr(proposer, "draft_spec", None)
+    acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
     try:
         mem = memory.plan(model, cfg.device, cfg.scheduler.block_size, cfg.scheduler.memory_margin_fraction,
-                          draft=draft_spec)
+                          draft=draft_spec, head=proposer.memory_bytes(cfg.parallel.tensor_parallel_size))
     except ValueError as e:
         raise ConfigError(f"scheduler.memory_margin_fraction: {e}") from None
     if cfg.scheduler.num_blocks is not None:
         mem = dataclasses.replace(mem, num_blocks=cfg.scheduler.num_blocks)
     specs = generate(cfg.workload, cfg.seed)
+    if hasattr(acceptance, "line"):  # a trace: lengths come from its lines, paired with their acceptance
+        specs = [dataclasses.replace(s, prompt_tokens=acceptance.line(i).prompt_tokens,
+                                     output_tokens=acceptance.line(i).output_tokens) for i, s in enumerate(specs)]
     longest = max(range(len(specs)), key=lambda i: specs[i].prompt_tokens + specs[i].output_tokens)
     total = specs[longest].prompt_tokens + specs[longest].output_tokens
     if total > model.max_model_len:
@@ -239,14 +238,16 @@ def prepare(cfg: RunConfig) -> Prepared:
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),
-        proposer=proposers.build(spec, draft_model, draft_spec.num_layers if draft_spec else 0),
+        proposer=proposer,
     )
+    tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
         chunk_size=cfg.scheduler.chunk_size,
         batch_size_cap=cfg.scheduler.batch_size_cap,
         num_speculative_tokens=spec.num_speculative_tokens if spec.enabled else 0,
-        acceptance=acceptance_mod.build(spec, cfg.seed),
-        max_draft_context=draft_spec.max_model_len if draft_spec else None,
+        acceptance=acceptance,
+        tree_nodes=tree.num_nodes if tree else None,
+        max_draft_context=proposer.max_context,
     )
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files)
 
@@ -302,6 +303,7 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
         "verify_attention": p.cfg.speculative.verify_attention,
         "expected_accepted_per_full_step": acc.mean_accepted if acc else 0.0,
+        "acceptance_input": p.cfg.speculative.acceptance_input() if acc else None,
         "kv_blocks_target": int(p.memory.num_blocks),
         "kv_blocks_draft": int(p.memory.draft_blocks),
         "memory": p.memory.to_dict(),

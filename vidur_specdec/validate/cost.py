@@ -57,17 +57,15 @@ class CostModel:
         from vidur_specdec.models import KNOWN_MODELS
         from vidur_specdec.predictor import load_time_model, locate_profile
 
+        from vidur_specdec.devices import get_device
+        from vidur_specdec.proposers.base import ProposerContext
+
         spec = cfg.speculative
         mlp, att = locate_profile(cfg.profiles, cfg.device, cfg.model)
-        draft_model, draft_layers = None, 0
-        if spec.enabled and spec.method == "draft_model":
-            root = spec.draft_profiles or cfg.profiles
-            key = "speculative.draft_profiles" if spec.draft_profiles else "profiles"
-            dmlp, datt = locate_profile(root, cfg.device, spec.draft_model, key=key)
-            draft_model = load_time_model(dmlp, datt)
-            draft_layers = KNOWN_MODELS[spec.draft_model].num_layers
-        return cls(load_time_model(mlp, att), KNOWN_MODELS[cfg.model].num_layers, verify_cost.build(spec),
-                   proposers.build(spec, draft_model, draft_layers), cfg.model)
+        target = load_time_model(mlp, att)
+        proposer = proposers.build(cfg, target)
+        proposer.bind(ProposerContext(get_device(cfg.device), cfg.parallel.tensor_parallel_size))
+        return cls(target, KNOWN_MODELS[cfg.model].num_layers, verify_cost.build(spec), proposer, cfg.model)
 
     def composition_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int],
                        prefill: Sequence[Tuple[int, int]], num_tokens: Optional[int] = None) -> Tuple[float, float]:
