@@ -90,7 +90,7 @@ class TraceAcceptance:
 
     def __init__(self, lines: List[TraceLine], depth: int) -> None:
         self.lines, self.k = lines, depth
-        self.mean_accepted = float("nan")  # not a pmf model
+        self.mean_accepted = None  # a replay has no pmf: nothing to expect per full step
 
     def line(self, index: int) -> TraceLine:
         return self.lines[index % len(self.lines)]

@@ -302,7 +302,7 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
         "verify_attention": p.cfg.speculative.verify_attention,
-        "expected_accepted_per_full_step": acc.mean_accepted if acc else 0.0,
+        "expected_accepted_per_full_step": acc.mean_accepted if acc else 0.0,  # None for a trace
         "acceptance_input": p.cfg.speculative.acceptance_input() if acc else None,
         "kv_blocks_target": int(p.memory.num_blocks),
         "kv_blocks_draft": int(p.memory.draft_blocks),
