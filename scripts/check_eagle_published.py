@@ -46,11 +46,21 @@ class Row:
     extra: List[str] = field(default_factory=list)
 
 
+# EAGLE-1's default draft tree (SafeAILab/EAGLE, model/choices.py, mc_sim_7b_63), vLLM's format
+EAGLE_TREE = ("[(0,), (1,), (2,), (3,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0), "
+              "(0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 1), (1, 0, 0), "
+              "(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2), (0, 0, 0, 0, 0), (0, 0, 0, 0, 1)]")
+
 ROWS = [
     Row("EAGLE, Li et al., ICML 2024 (arXiv 2401.15077v3), Table 5 and Sec. 4.3.1: chain drafts",
         "LLaMA2-Chat 7B, MT-bench, T=0, batch 1, chain (no tree); RTX 3090, HF implementation; "
         "published speedup 'approximately 2.3x-2.7x' across models (midpoint used); chain length assumed 5",
         "meta-llama/Llama-2-7b-hf", "a100", "eagle", "yuhuili/EAGLE-llama2-chat-7B", 3.00, 2.5, (2.3, 2.7), k=5),
+    Row("EAGLE, Li et al., ICML 2024 (arXiv 2401.15077v3), Fig. 1 / Table 6: tree drafts",
+        "LLaMA2-Chat 7B, MT-bench, T=0, batch 1, EAGLE's default tree mc_sim_7b_63 (25 nodes, depth 5; "
+        "SafeAILab/EAGLE model/choices.py); RTX 3090, HF implementation",
+        "meta-llama/Llama-2-7b-hf", "a100", "eagle", "yuhuili/EAGLE-llama2-chat-7B", 3.62, 2.78, k=25,
+        tree=EAGLE_TREE),
     Row("SGLang docs, 'Speculative Decoding', Performance Highlights (docs.sglang.io)",
         "Llama-3.1-8B-Instruct, MT-bench, 1x H100: EAGLE-3 373.25 vs 158.34 tok/s baseline",
         "meta-llama/Llama-3.1-8B-Instruct", "h100", "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
@@ -72,6 +82,8 @@ def simulated_speedup(row: Row) -> float:
     spec = base + [f"speculative.method={row.method}", f"speculative.model={row.head}",
                    f"speculative.num_speculative_tokens={row.k}",
                    f"speculative.mean_acceptance_length={row.mean_acceptance_length}"] + row.extra
+    if row.tree:
+        spec.append(f"speculative.speculative_token_tree='{row.tree}'")
     return plain / simulate(None, spec).summary["tpot_ms"]["p50"]
 
 

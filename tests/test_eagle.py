@@ -98,6 +98,10 @@ def test_tree_parsing_and_validation():
     t = parse_tree("[(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]")
     assert t.num_nodes == 6 and t.levels == (2, 3, 1) and t.depth == 3
     assert parse_tree([[0], [0, 0]]).levels == (1, 1)
+    from vidur_specdec.config import parse_set
+
+    _, unquoted = parse_set("speculative.speculative_token_tree=[(0,), (1,), (0, 0)]")  # YAML splits it
+    assert parse_tree(unquoted).levels == (2, 1)
     for bad, why in (("[(0,), (0, 0, 0)]", "no parent"), ("[(0,), (0,)]", "twice"), ("[(1,)]", "elder sibling"),
                      ("[(0,), ()]", "non-empty"), ("[[0], [-1]]", "non-empty"), ("(0", "not a list")):
         with pytest.raises(ConfigError, match=why) as e:

@@ -48,6 +48,9 @@ def parse_tree(value) -> Optional[TokenTree]:
     if value is None:
         return None
     raw = value
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        # `--set key=[(0,), (1,)]` unquoted: YAML splits the tuples at their commas; rejoin them
+        value = "[" + ",".join(value) + "]"
     if isinstance(value, str):
         try:
             raw = ast.literal_eval(value)
