@@ -15,9 +15,9 @@ from vidur_specdec.metrics import REQUEST_COLUMNS, STEP_COLUMNS
 BAD = [
     ({"speculative": {"acceptance_rate": 1.5}}, "speculative.acceptance_rate", "[0, 1]"),
     ({"speculative": {"acceptance_rate": -0.1}}, "speculative.acceptance_rate", "[0, 1]"),
-    ({"speculative": {"num_speculative_tokens": -1}}, "speculative.num_speculative_tokens", "[0, 16]"),
+    ({"speculative": {"num_speculative_tokens": -1}}, "speculative.num_speculative_tokens", "[0, 64]"),
     ({"speculative": {"num_speculative_tokens": 2.5}}, "speculative.num_speculative_tokens", "integer"),
-    ({"speculative": {"method": "eagle"}}, "speculative.method", "none, ngram, fixed, draft_model"),
+    ({"speculative": {"method": "lookahead"}}, "speculative.method", "none, draft_model, eagle, eagle3, fixed, medusa, mtp, ngram"),
     ({"speculative": {"verify_attention": "x"}}, "speculative.verify_attention", "shared_kv"),
     ({"speculative": {"acceptance_per_position": [0.5]}}, "speculative.acceptance_per_position", "k = 4"),
     ({"speculative": {"acceptance_per_position": [0.5, 2, 0.1, 0.1]}}, "speculative.acceptance_per_position[1]", "[0, 1]"),
@@ -116,7 +116,7 @@ def test_cli_default_output_folder_is_fresh(tmp_path):
 @pytest.mark.parametrize("args,needle", [
     (["--set", "speculative.acceptance_rate=1.5"], "speculative.acceptance_rate: must be a number in [0, 1]"),
     (["--set", "speculative.num_speculative_tokens=-1"], "speculative.num_speculative_tokens"),
-    (["--set", "speculative.method=medusa"], "speculative.method"),
+    (["--set", "speculative.method=lookahead"], "speculative.method"),
     (["--set", "nonsense.key=1"], "nonsense: unknown key"),
     (["--set", "profiles=/no/such/dir"], "profiles: no mlp.csv"),
     (["--set", "speculative.method=draft_model", "--set", "speculative.draft_profiles=/no/such"],

@@ -70,7 +70,7 @@ def test_acceptance_depends_on_request_not_replica():
     assert (a["restarts"] == 0).all() and (b["restarts"] == 0).all()
     assert not a["completed_at_s"].equals(b["completed_at_s"])  # placement did change the timing
     assert a["accepted_tokens"].tolist() == b["accepted_tokens"].tolist()
-    assert a["verify_steps"].tolist() == b["verify_steps"].tolist()
+    assert a["decode_steps"].tolist() == b["decode_steps"].tolist()
 
 
 # --------------------------------------------------------------------------- closed loop

@@ -14,8 +14,8 @@ from vidur_specdec.scheduler import SpecSarathiReplicaScheduler
 def _tokens_right(res):
     r = res.requests
     assert len(r) == res.summary["num_requests"]
-    assert (r["output_tokens"] == 1 + r["verify_steps"] + r["accepted_tokens"]).all()
-    assert (r["accepted_tokens"] <= r["proposed_tokens"]).all()
+    assert (r["output_tokens"] == 1 + r["decode_steps"] + r["accepted_tokens"]).all()
+    assert (r["accepted_tokens"] <= r["guesses"]).all()
     assert r[["ttft_ms", "e2e_ms"]].notna().all().all()
     assert (r["completed_at_s"] >= r["first_token_s"]).all()
     assert (r["first_token_s"] > r["arrived_at_s"]).all()
@@ -46,18 +46,18 @@ def test_alpha_one_advances_k_plus_one_clamped_at_end():
     r = res.requests
     # every decode step keeps all guesses; each request needs ceil((out-1)/(k+1)) steps
     expected_steps = np.ceil((r["output_tokens"] - 1) / (k + 1)).astype(int)
-    assert (r["verify_steps"] == expected_steps).all()
+    assert (r["decode_steps"] == expected_steps).all()
     s = res.steps
-    assert (s["accepted_tokens"] == s["spec_tokens"]).all()
+    assert (s["accepted_tokens"] == s["guesses"]).all()
 
 
-def test_mean_tokens_per_verify_step_matches_formula():
+def test_mean_acceptance_length_matches_formula():
     alpha, k = 0.6, 4
     cfg = small(num_requests=30, qps=0.05, alpha=alpha, k=k)
     cfg["workload"]["output_tokens"] = {"dist": "fixed", "value": 1500}
     cfg["workload"]["prompt_tokens"] = {"dist": "fixed", "value": 64}
     res = simulate(cfg)
-    got = res.summary["mean_tokens_per_verify_step"]
+    got = res.summary["mean_acceptance_length"]
     want = expected_tokens_per_step(alpha, k)
     assert abs(got / want - 1) < 0.02, (got, want)
 
@@ -71,7 +71,7 @@ def test_per_position_and_histogram_acceptance():
                                    "acceptance_histogram": [0.1, 0.45, 0.405, 0.045]})
     a, b = simulate(pos).summary, simulate(hist).summary
     want = 1 + 0.45 + 2 * 0.405 + 3 * 0.045  # same pmf either way
-    assert a["mean_tokens_per_verify_step"] == pytest.approx(want, rel=0.03)
+    assert a["mean_acceptance_length"] == pytest.approx(want, rel=0.03)
     assert a["accepted_tokens"] == b["accepted_tokens"]  # identical pmf, identical streams
 
 
@@ -79,7 +79,7 @@ def test_acceptance_stream_is_independent_of_load():
     # low loads: no budget shortening, so each request sees the same draws
     lo = simulate(small(qps=0.5)).requests
     hi = simulate(small(qps=2.0)).requests
-    assert (lo["proposed_tokens"] == hi["proposed_tokens"]).all()
+    assert (lo["guesses"] == hi["guesses"]).all()
     assert (lo["accepted_tokens"] == hi["accepted_tokens"]).all()
 
 
@@ -97,7 +97,7 @@ def test_per_token_verify_never_cheaper_than_shared_kv():
     assert (hi["verify_ms"].to_numpy() >= lo["verify_ms"].to_numpy()).all()
     assert (mid["verify_ms"].to_numpy() >= lo["verify_ms"].to_numpy()).all()
     assert (mid["verify_ms"].to_numpy() <= hi["verify_ms"].to_numpy()).all()
-    spec = lo["spec_tokens"] > 0
+    spec = lo["guesses"] > 0
     assert (hi["verify_ms"][spec] > lo["verify_ms"][spec]).any()
     assert runs["per_token"].summary["tpot_ms"]["p50"] > runs["shared_kv"].summary["tpot_ms"]["p50"]
 
@@ -107,7 +107,7 @@ def test_alpha_zero_is_slower_than_no_speculation():
     spec = simulate(small(alpha=0.0)).summary
     assert spec["accepted_tokens"] == 0
     assert spec["tpot_ms"]["p50"] > none["tpot_ms"]["p50"]
-    assert spec["verify_steps"] == none["verify_steps"]
+    assert spec["decode_steps"] == none["decode_steps"]
 
 
 def test_good_acceptance_speeds_up_tpot_at_low_load():
@@ -124,8 +124,8 @@ def test_verify_tokens_fit_the_chunk_budget():
     s = res.steps
     # verify tokens are shortened to fit; only one-token decodes may exceed the budget (Sarathi's rule)
     assert (s["num_tokens"] <= np.maximum(64, s["decode_reqs"])).all()
-    assert ((s["num_tokens"] <= 64) | (s["spec_tokens"] == 0)).all()
-    assert (s["spec_tokens"] < 8 * s["decode_reqs"]).any()  # some drafts were shortened
+    assert ((s["num_tokens"] <= 64) | (s["guesses"] == 0)).all()
+    assert (s["guesses"] < 8 * s["decode_reqs"]).any()  # some drafts were shortened
     _tokens_right(res)
 
 
@@ -207,7 +207,7 @@ def test_guesses_leave_a_token_for_every_later_decode():
     assert (s["num_tokens"] <= 8).all()
     cfg["scheduler"] = {"chunk_size": 16}
     s = simulate(cfg).steps
-    assert (s["num_tokens"] <= 16).all() and (s["spec_tokens"] > 0).any()
+    assert (s["num_tokens"] <= 16).all() and (s["guesses"] > 0).any()
 
 
 def test_kv_blocks_too_few_for_the_longest_request_are_refused_before_running():
@@ -231,9 +231,9 @@ def test_drafter_stops_guessing_at_its_context_limit():
     _tokens_right(res)
     s = res.steps[res.steps["decode_reqs"] > 0]
     # llama-160m has max_model_len 2048: guesses stop once the context reaches it
-    assert (s.loc[s["ctx_tokens"] >= 2048, "spec_tokens"] == 0).all()
-    assert (s.loc[s["ctx_tokens"] + s["spec_tokens"] > 2048, "spec_tokens"] == 0).all()
-    assert (s.loc[s["ctx_tokens"] < 2040, "spec_tokens"] == 4).all()
+    assert (s.loc[s["ctx_tokens"] >= 2048, "guesses"] == 0).all()
+    assert (s.loc[s["ctx_tokens"] + s["guesses"] > 2048, "guesses"] == 0).all()
+    assert (s.loc[s["ctx_tokens"] < 2040, "guesses"] == 4).all()
 
 
 @pytest.mark.parametrize("row", ["nan,100,20", "inf,100,20", "0.1,50.5,20", "0.1,,20", "-1,10,10"])

@@ -167,7 +167,7 @@ def _predictor(tp: int):
     model = KNOWN_MODELS[cfg.model]
     pc = SpecDecPredictorConfig(
         target=load_time_model(*locate_profile("shipped", "a100", cfg.model)),
-        verify_cost=verify_cost.build(cfg.speculative), proposer=proposers.build(cfg.speculative, None, 0),
+        verify_cost=verify_cost.build(cfg.speculative), proposer=proposers.build(cfg, None),
         model_spec=model, device_spec=A100, tensor_parallel_size=tp,
         step_overheads=step_overheads.build(cfg.engine, model, A100, tp))
     rc = ReplicaConfig(model_name=cfg.model, tensor_parallel_size=tp, num_pipeline_stages=1, device="a100",

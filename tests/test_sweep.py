@@ -144,16 +144,16 @@ def test_csv_shape_and_speedups(reference, tmp_path):
     assert len(rows) == 6 and [int(r["row"]) for r in rows] == list(range(6))
     for r in rows:
         for c in ("tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99", "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
-                  "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99", "throughput_tok_s", "mean_tokens_per_step"):
+                  "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99", "throughput_tok_s", "mean_acceptance_length"):
             assert len(r[c].split(".")[1]) == 6  # fixed %.6f
         base = rows[int(r["baseline_row"])]
         if r["method"] == "none":
-            assert r["tpot_speedup"] == "1.000000" and r["mean_tokens_per_step"] == "1.000000"
+            assert r["tpot_speedup"] == "1.000000" and r["mean_acceptance_length"] == "1.000000"
             assert r["acceptance_rate"] == "" and r["verify_attention"] == "" and r["k"] == "0"
         else:
             assert float(r["tpot_speedup"]) == pytest.approx(float(base["tpot_ms_p50"]) / float(r["tpot_ms_p50"]),
                                                              rel=1e-5)
-            assert float(r["mean_tokens_per_step"]) > 1
+            assert float(r["mean_acceptance_length"]) > 1
     assert len({r["sweep_hash"] for r in rows}) == 1
 
 

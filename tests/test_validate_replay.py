@@ -42,7 +42,7 @@ def test_every_request_is_recorded_with_exact_tokens_and_failures_kept():
     assert (ok["e2e_ms"] >= ok["ttft_ms"]).all()
     # chunk-derived acceptance adds up to what the server counted for the completed requests
     assert ok["accepted_tokens"].sum() <= after.accepted - before.accepted
-    assert ((ok["accepted_tokens"] + ok["verify_steps"] + 1) == 30).all()
+    assert ((ok["accepted_tokens"] + ok["decode_steps"] + 1) == 30).all()
     assert res.stats["status_counts"] == {"ok": 7, "error": 2, "timeout": 1}
     assert len(res.chunks) == 10
 

@@ -86,7 +86,7 @@ def test_request_latency_from_chunks(tree):
     for got, want in zip(lat.to_dict("records"), truth["requests"]):
         for key in ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"):
             assert got[key] == pytest.approx(want[key]), key
-        assert got["verify_steps"] == want["chunks"] - 1
+        assert got["decode_steps"] == want["chunks"] - 1
         assert got["accepted_tokens"] == want["output_tokens"] - want["chunks"]
 
 
@@ -125,13 +125,13 @@ def test_cost_model_reproduces_simulator_steps(small_profiles):  # noqa: F811
     dec = steps[steps["prefill_tokens"] == 0]
     assert len(dec) > 20
     for r in dec.itertuples(index=False):
-        t, d = cm.composition_ms(*split_sums(r.num_reqs, r.decode_reqs, r.spec_tokens, r.prefill_tokens,
+        t, d = cm.composition_ms(*split_sums(r.num_reqs, r.decode_reqs, r.guesses, r.prefill_tokens,
                                              r.ctx_tokens), num_tokens=r.num_tokens)
         assert t == pytest.approx(r.verify_ms, rel=1e-9)
         assert d == pytest.approx(r.draft_ms, rel=1e-9)
     mixed = steps[(steps["prefill_tokens"] > 0) & (steps["decode_reqs"] > 0)]
     for r in mixed.itertuples(index=False):
-        t, _ = cm.composition_ms(*split_sums(r.num_reqs, r.decode_reqs, r.spec_tokens, r.prefill_tokens,
+        t, _ = cm.composition_ms(*split_sums(r.num_reqs, r.decode_reqs, r.guesses, r.prefill_tokens,
                                              r.ctx_tokens), num_tokens=r.num_tokens)
         assert t == pytest.approx(r.verify_ms, rel=0.05)
 
@@ -141,7 +141,8 @@ def test_step_check_against_a_log_made_from_the_simulator(small_profiles, tmp_pa
     from vidur_specdec.config import load
 
     cfg = small_config(small_profiles, num_requests=12, qps=20.0)
-    steps = simulate(cfg).steps
+    # the published step-log layout names our `guesses` column `spec_tokens`
+    steps = simulate(cfg).steps.rename(columns={"guesses": "spec_tokens"})
     log = steps.assign(**{**RUN, "target": MODEL, "c": 4, "start": 1}, t_fwd=0.0, t_fwd_end=steps["verify_ms"],
                        t_lg0=steps["verify_ms"], t_lg1=steps["verify_ms"], t_samp=steps["verify_ms"],
                        t_d0=steps["verify_ms"], t_d1=steps["duration_ms"], t_end=steps["duration_ms"],

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 import yaml
 
+from vidur_specdec import verify_cost
 from vidur_specdec.devices import DeviceError, get_device
 from vidur_specdec.memory import TP_SIZES, tp_fits
 from vidur_specdec.models import KNOWN_MODELS, ModelError, ModelSpec, resolve_model
@@ -102,16 +103,35 @@ class ParallelConfig:
                                doc="Vidur's global scheduler: round_robin or lor (least outstanding requests)")
 
 
-METHODS = ("none", "ngram", "fixed", "draft_model")
-VERIFY_ATTENTION = ("shared_kv", "per_token", "interpolated")
-MAX_K = 16
+def METHODS() -> tuple:
+    """``speculative.method`` choices: read from the proposer registry (imported lazily: it imports this module)."""
+    from vidur_specdec.proposers import method_names
+
+    return method_names()
+
+
+def VERIFY_ATTENTION() -> tuple:
+    """``speculative.verify_attention`` choices: the verify-cost registry."""
+    return verify_cost.policy_names()
+
+
+MAX_K = 64  # guesses per request per step (a token tree's node count)
 
 
 @dataclass
 class SpeculativeConfig:
     method: str = _f("ngram", choices=METHODS)
-    num_speculative_tokens: int = _f(4, lo=0, hi=MAX_K, doc="k, guesses per verify step")
+    num_speculative_tokens: int = _f(4, lo=0, hi=MAX_K, doc="k, guesses per decode step (a tree: its node count)")
+    model: Optional[str] = _f(None, doc="eagle/eagle3/mtp/medusa head: a known Hugging Face name or a YAML file")
+    draft_vocab_size: Optional[int] = _f(None, lo=1, hi=10_000_000,
+                                         doc="EAGLE-3 LM-head vocabulary; null = the head's (32000)")
+    speculative_token_tree: Optional[Any] = _f(None, doc="vLLM token tree: list of paths of child indices")
     acceptance_rate: Optional[float] = _f(0.7, lo=0.0, hi=1.0, doc="alpha, i.i.d. per guess")
+    mean_acceptance_length: Optional[float] = _f(None, lo=1.0, hi=MAX_K + 1.0,
+                                                 doc="vLLM's tokens per decode step incl. the bonus token, at k")
+    acceptance_spread: Optional[float] = _f(None, lo=0.0, hi=0.5,
+                                            doc="std of each request's own alpha (Beta around the mean)")
+    acceptance_trace: Optional[str] = _f(None, doc="JSON-lines file: prompt_tokens, output_tokens, accept_run")
     acceptance_per_position: Optional[List[float]] = _f(None, lo=0.0, hi=1.0,
                                                         doc="conditional rates alpha_1..alpha_k")
     acceptance_histogram: Optional[List[float]] = _f(None, lo=0.0, hi=1.0,
@@ -128,11 +148,20 @@ class SpeculativeConfig:
     draft_profiles: Optional[str] = _f(None, doc="profile root for the drafter; null = same as profiles")
 
     def acceptance_input(self) -> Optional[str]:
-        """Which acceptance input is used: the most specific one given (histogram > per_position > rate)."""
-        for name in ("acceptance_histogram", "acceptance_per_position", "acceptance_rate"):
+        """The acceptance input used: the most specific one given
+        (trace > histogram > per_position > mean_acceptance_length > rate)."""
+        for name in ("acceptance_trace", "acceptance_histogram", "acceptance_per_position",
+                     "mean_acceptance_length", "acceptance_rate"):
             if getattr(self, name) is not None:
                 return name
         return None
+
+    def acceptance_positions(self) -> int:
+        """Positions the acceptance model covers: k, or a token tree's depth."""
+        from vidur_specdec.tree import parse_tree
+
+        tree = parse_tree(self.speculative_token_tree)
+        return tree.depth if tree is not None else self.num_speculative_tokens
 
     @property
     def enabled(self) -> bool:
@@ -196,6 +225,8 @@ def _range_text(meta, tp) -> str:
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
         return _range_text(meta, inner) + " or null"
     lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
+    if callable(choices):
+        choices = choices()
     if choices:
         return "one of " + ", ".join(str(c) for c in choices)
     if lo is not None and hi is not None:
@@ -243,6 +274,8 @@ def _coerce(key: str, value: Any, tp, meta) -> Any:
         if not isinstance(value, str):
             raise bad
     choices = meta.get("choices")
+    if callable(choices):
+        choices = choices()
     if choices and value not in choices:
         raise bad
     lo, hi = meta.get("lo"), meta.get("hi")
@@ -293,10 +326,43 @@ def _check_cross_fields(cfg: RunConfig) -> None:
                           "allowed: an integer >= 1 (requests kept in flight)")
     if not s.enabled:
         return
-    k = s.num_speculative_tokens
+    _check_speculative(s)
+
+
+def _check_speculative(s: "SpeculativeConfig") -> None:
+    """Tree, acceptance and spread constraints (speculation on)."""
+    from vidur_specdec.proposers import REGISTRY
+    from vidur_specdec.tree import KEY as TREE_KEY, parse_tree
+
+    tree = parse_tree(s.speculative_token_tree)
+    if tree is not None:
+        if not REGISTRY[s.method].supports_tree:
+            raise ConfigError(f"{TREE_KEY}: only for methods "
+                              + ", ".join(n for n, c in REGISTRY.items() if c.supports_tree)
+                              + f", not {s.method}")
+        if s.num_speculative_tokens != tree.num_nodes:
+            raise ConfigError(f"speculative.num_speculative_tokens: must equal the token tree's node count "
+                              f"{tree.num_nodes} (as in vLLM), got {s.num_speculative_tokens}")
+    k = s.acceptance_positions()
     if s.acceptance_input() is None:
         raise ConfigError("speculative.acceptance_rate: speculation needs one of acceptance_rate, "
-                          "acceptance_per_position, acceptance_histogram")
+                          "mean_acceptance_length, acceptance_per_position, acceptance_histogram, "
+                          "acceptance_trace")
+    if s.mean_acceptance_length is not None and s.mean_acceptance_length > k + 1:
+        what = f"tree depth {k}" if tree is not None else f"k = {k}"
+        raise ConfigError(f"speculative.mean_acceptance_length: at most {what} + 1 = {k + 1} tokens per decode "
+                          f"step, got {s.mean_acceptance_length:g}")
+    if s.acceptance_spread:
+        used = s.acceptance_input()
+        if used not in ("acceptance_rate", "mean_acceptance_length"):
+            raise ConfigError(f"speculative.acceptance_spread: applies to an i.i.d. rate (acceptance_rate or "
+                              f"mean_acceptance_length), not {used}")
+        from vidur_specdec.acceptance import alpha_for_config
+
+        a = alpha_for_config(s)
+        if s.acceptance_spread ** 2 >= a * (1 - a):
+            raise ConfigError(f"speculative.acceptance_spread: must be below sqrt(alpha(1-alpha)) = "
+                              f"{(a * (1 - a)) ** 0.5:.4g} for alpha = {a:.4g}, got {s.acceptance_spread:g}")
     if s.acceptance_per_position is not None and len(s.acceptance_per_position) != k:
         raise ConfigError(f"speculative.acceptance_per_position: must have k = {k} entries, "
                           f"got {len(s.acceptance_per_position)}")

@@ -90,12 +90,13 @@ def longest_request_tokens(cfg: RunConfig, specs: Optional[List] = None) -> int:
     return max(s.prompt_tokens + s.output_tokens for s in specs) + k
 
 
-def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int) -> memory.MemoryPlan:
+def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (0, 0)) -> memory.MemoryPlan:
     return memory.plan(dep.model, dep.device, cfg.scheduler.block_size, cfg.scheduler.memory_margin_fraction,
-                       draft=dep.draft, tp=tp, draft_tp=dtp)
+                       draft=dep.draft, tp=tp, draft_tp=dtp, head=head)
 
 
-def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, need_blocks: int) -> Optional[int]:
+def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, need_blocks: int,
+                           head: tuple = (0, 0)) -> Optional[int]:
     """Smallest TP above ``dep.tp`` at which the weights leave ``need_blocks`` KV blocks per GPU, or None."""
     explicit_one = cfg.speculative.draft_tensor_parallel_size == 1 and dep.tp != 1
     for t in TP_SIZES:
@@ -105,25 +106,28 @@ def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, need_blocks: int) ->
         if dep.draft is not None and not tp_fits(dep.draft, dtp):
             continue
         try:
-            if _plan_at(cfg, dep, t, dtp).num_blocks >= need_blocks:
+            if _plan_at(cfg, dep, t, dtp, head).num_blocks >= need_blocks:
                 return t
         except NoRoomError:
             continue
     return None
 
 
-def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_index: int) -> memory.MemoryPlan:
+def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_index: int,
+                head: tuple = (0, 0)) -> memory.MemoryPlan:
     """KV blocks per GPU; a model that does not fit names ``parallel.tensor_parallel_size`` and the smallest TP that does.
 
     ``longest_total`` is the longest request's prompt + output tokens (request
     ``longest_index``); with ``scheduler.num_blocks`` null the plan must hold it.
+    ``head`` is a draft head's (weight bytes, KV bytes per token) per GPU (see
+    :func:`vidur_specdec.proposers.head_memory`).
     """
     sch = cfg.scheduler
     need = memory.min_blocks_to_finish(longest_total, sch.block_size, sch.watermark_blocks_fraction)
     try:
-        mem = _plan_at(cfg, dep, dep.tp, dep.draft_tp)
+        mem = _plan_at(cfg, dep, dep.tp, dep.draft_tp, head)
     except NoRoomError as e:
-        t = _smallest_tp_that_fits(cfg, dep, need)
+        t = _smallest_tp_that_fits(cfg, dep, need, head)
         fix = (f"needs parallel.tensor_parallel_size >= {t}" if t else
                f"does not fit at any parallel.tensor_parallel_size ({', '.join(map(str, TP_SIZES))}); "
                "lower scheduler.memory_margin_fraction or use a larger device")
@@ -131,7 +135,7 @@ def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_ind
     if sch.num_blocks is not None:
         mem = dataclasses.replace(mem, num_blocks=sch.num_blocks)
     elif mem.num_blocks < need:
-        t = _smallest_tp_that_fits(cfg, dep, need)
+        t = _smallest_tp_that_fits(cfg, dep, need, head)
         if t is not None:
             raise ConfigError(f"parallel.tensor_parallel_size: at {dep.tp}, {mem.num_blocks} KV blocks per GPU cannot "
                               f"run request {longest_index} ({longest_total} tokens) to completion; "

@@ -121,7 +121,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"{s['num_requests']} requests, {s['method']} k={s['num_speculative_tokens']}, "
           f"{s['verify_attention']}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
           f"E2E p50 {s['e2e_ms']['p50']:.0f} ms, {s['throughput_tok_s']:.0f} tok/s "
-          f"({s['mean_tokens_per_verify_step']:.2f} tokens/verify step; simulated in {wall:.1f} s)")
+          f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; simulated in {wall:.1f} s)")
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     return 0
 

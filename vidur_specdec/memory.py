@@ -66,20 +66,23 @@ class MemoryPlan:
 
 
 def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
-         draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None) -> MemoryPlan:
+         draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
+         head: tuple = (0, 0)) -> MemoryPlan:
     """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
 
     ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
-    ``memory_bytes``. ``draft_tp`` None means ``tp``. Raises :class:`NoRoomError`
-    when the weights leave no room for a single block.
+    ``memory_bytes``. ``draft_tp`` None means ``tp``. ``head`` is (weight bytes,
+    KV bytes per token) per GPU of a draft head on the target's GPUs
+    (EAGLE-family, Medusa, MTP): counted with the drafter's. Raises
+    :class:`NoRoomError` when the weights leave no room for a single block.
     """
     dev = get_device(device)
     dtp = tp if draft_tp is None else draft_tp
     usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
     w_t = weight_bytes(model, tp)
-    w_d = weight_bytes(draft, dtp) if draft else 0
+    w_d = (weight_bytes(draft, dtp) if draft else 0) + int(head[0])
     kv_t = model.kv_bytes_per_token(tp, DTYPE_BYTES)
-    kv_d = draft.kv_bytes_per_token(dtp, DTYPE_BYTES) if draft else 0
+    kv_d = (draft.kv_bytes_per_token(dtp, DTYPE_BYTES) if draft else 0) + int(head[1])
     free = usable - w_t - w_d
     blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
     if blocks < 1:

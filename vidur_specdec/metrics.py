@@ -17,11 +17,11 @@ import pandas as pd
 
 REQUEST_COLUMNS = [
     "request_id", "arrived_at_s", "prompt_tokens", "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms",
-    "verify_steps", "proposed_tokens", "accepted_tokens", "restarts", "scheduled_at_s",
+    "decode_steps", "guesses", "accepted_tokens", "restarts", "scheduled_at_s",
     "first_token_s", "completed_at_s", "replica",
 ]
 STEP_COLUMNS = [
-    "step", "replica", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "spec_tokens",
+    "step", "replica", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "guesses",
     "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms", "comm_ms", "lm_head_ms",
     "sampling_ms", "overhead_ms",
 ]
@@ -44,7 +44,7 @@ class StepRecorder:
     def on_replica_stage_schedule(self, time, replica_id, stage_id, batch_stage, execution_time) -> None:
         """Called when a step starts: read its composition before progress is applied."""
         replica = int(getattr(replica_id, "id", replica_id))
-        decode_reqs = spec_tokens = prefill_tokens = ctx_tokens = accepted = 0
+        decode_reqs = guesses = prefill_tokens = ctx_tokens = accepted = 0
         for req, q, kv in zip(batch_stage.requests, batch_stage.num_q_tokens, batch_stage.num_kv_tokens):
             self.replica_of[req.index] = replica
             ctx_tokens += kv - q
@@ -53,11 +53,11 @@ class StepRecorder:
                 prefill_tokens += q
             else:
                 decode_reqs += 1
-                spec_tokens += planned[0]
+                guesses += planned[0]
                 accepted += planned[1]
         self.rows.append((
             len(self.rows), replica, time, execution_time.total_time * 1e3, len(batch_stage.requests),
-            sum(batch_stage.num_q_tokens), decode_reqs, spec_tokens, prefill_tokens, ctx_tokens,
+            sum(batch_stage.num_q_tokens), decode_reqs, guesses, prefill_tokens, ctx_tokens,
             accepted, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
             execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
         ))
@@ -94,7 +94,7 @@ def requests_frame(requests: Sequence, replica_of: Optional[Mapping[int, int]] =
         tpot = (done - first) / (n - 1) * 1e3 if n > 1 else math.nan
         rows.append((
             r.index, r.arrived_at, r.prompt_tokens, n, (first - r.arrived_at) * 1e3, tpot,
-            (done - r.arrived_at) * 1e3, r.verify_steps, r.proposed_tokens, r.accepted_tokens,
+            (done - r.arrived_at) * 1e3, r.decode_steps, r.guesses, r.accepted_tokens,
             r.num_restarts, r._scheduled_at, first, done, replica_of.get(r.index, -1),
         ))
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
@@ -110,9 +110,9 @@ def _pct(x: pd.Series) -> Dict[str, float]:
 
 def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
     """Run summary: latency percentiles (ms), throughput (output tokens/s), acceptance drawn."""
-    verify = int(req["verify_steps"].sum())
+    decode = int(req["decode_steps"].sum())
     accepted = int(req["accepted_tokens"].sum())
-    proposed = int(req["proposed_tokens"].sum())
+    guesses = int(req["guesses"].sum())
     span = float(req["completed_at_s"].max() - req["arrived_at_s"].min())
     out = {
         "num_requests": int(len(req)),
@@ -123,11 +123,11 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
         "makespan_s": span,
         "throughput_tok_s": float(req["output_tokens"].sum() / span) if span > 0 else math.nan,
         "num_steps": int(len(steps)),
-        "verify_steps": verify,
-        "mean_tokens_per_verify_step": (verify + accepted) / verify if verify else math.nan,
-        "proposed_tokens": proposed,
+        "decode_steps": decode,
+        "mean_acceptance_length": (decode + accepted) / decode if decode else math.nan,
+        "guesses": guesses,
         "accepted_tokens": accepted,
-        "accepted_per_proposed": accepted / proposed if proposed else math.nan,
+        "accepted_per_guess": accepted / guesses if guesses else math.nan,
         "mean_step_ms": float(steps["duration_ms"].mean()) if len(steps) else math.nan,
         "draft_ms_total": float(steps["draft_ms"].sum()),
         "verify_ms_total": float(steps["verify_ms"].sum()),

@@ -394,27 +394,31 @@ class StepComposition:
 
     ``decode_q[i]`` is tokens charged to decoding request i (1 + guesses) and
     ``decode_ctx[i]`` the tokens it already had (its KV before the step);
-    ``prefill`` holds (context before the chunk, chunk tokens) per prefill request.
+    ``prefill`` holds (context before the chunk, chunk tokens) per prefill request;
+    ``decode_catchup[i]`` the tokens request i advanced in its previous step
+    (accepted + 1), which a drafter head has yet to process (1 when unknown).
     """
 
     num_tokens: int
     decode_q: List[int]
     decode_ctx: List[int]
     prefill: List[Tuple[int, int]]
+    decode_catchup: List[int] = field(default_factory=list)
 
     @classmethod
     def of(cls, batch) -> "StepComposition":
         comp = getattr(batch, "_specdec_comp", None)
         if comp is not None:
             return comp
-        dq, dctx, pf = [], [], []
+        dq, dctx, pf, dc = [], [], [], []
         for req, q, kv in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens):
             if req.is_prefill_complete:
                 dq.append(q)
                 dctx.append(kv - q)
+                dc.append(getattr(req, "catchup_tokens", 1))
             else:
                 pf.append((kv - q, q))
-        comp = cls(batch.total_num_q_tokens, dq, dctx, pf)
+        comp = cls(batch.total_num_q_tokens, dq, dctx, pf, dc)
         batch._specdec_comp = comp
         return comp
 
@@ -499,6 +503,15 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._overheads = predictor_config.step_overheads
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
+        if self._proposer is not None and hasattr(self._proposer, "bind"):
+            from vidur_specdec.devices import get_device
+            from vidur_specdec.proposers.base import ProposerContext
+
+            # the target's device and TP (fields set by simulation.prepare once deployments land)
+            device = getattr(predictor_config, "device_spec", None) or get_device(
+                getattr(replica_config, "device", None) or "a100")
+            tp = getattr(predictor_config, "tensor_parallel_size", None) or 1
+            self._proposer.bind(ProposerContext(device, int(tp)))
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer

@@ -32,10 +32,10 @@ REQUIRED = ["model", "device", "profiles", "num_requests", "qps", "method", "k",
             "verify_attention", "tpot_ms_p50", "ttft_ms_p50", "e2e_ms_p50", "tpot_speedup"]
 NUMERIC = {"num_requests", "qps", "k", "acceptance_rate", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
            "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
-           "throughput_tok_s", "mean_tokens_per_step", "accepted_per_proposed", "ttft_ms_mean_first50",
+           "throughput_tok_s", "mean_acceptance_length", "accepted_per_guess", "ttft_ms_mean_first50",
            "ttft_ms_mean_last50", "tpot_speedup", "row", "baseline_row", "makespan_s", "restarts"}
 KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
-        "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_tokens_per_step",
+        "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_acceptance_length",
         "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts"]
 ATTENTION_LABELS = {
     "shared_kv": "KV read once (shared_kv, lower bound)",
@@ -119,6 +119,15 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
     }
 
 
+def method_label(method: str, rows: List[Dict]) -> str:
+    """A proposer's label from the proposer registry (a draft model also names the drafter)."""
+    from vidur_specdec.proposers import label
+
+    text = label(method)
+    drafters = _uniq(r.get("draft_model") for r in rows if r["method"] == method and r.get("draft_model"))
+    return f"{text} ({', '.join(drafters)})" if method == "draft_model" and drafters else text
+
+
 def markdown_table(rows: List[Dict]) -> str:
     """The recorded numbers as Markdown: per proposer, one line per load x acceptance rate x k."""
     lines = ["No-speculation baselines (times in ms; the first and last 50 requests by arrival):", "",
@@ -133,7 +142,7 @@ def markdown_table(rows: List[Dict]) -> str:
                          f"{f(r['throughput_tok_s'], 0)} |")
     lines.append("")
     for method in _uniq(r["method"] for r in rows if r["method"] != "none"):
-        lines += [f"Proposer: {method}. TPOT p50 in ms; speedup = baseline TPOT p50 / TPOT p50.", "",
+        lines += [f"Proposer: {method_label(method, rows)}. TPOT p50 in ms; speedup = baseline TPOT p50 / TPOT p50.", "",
                   "| load (req/s) | baseline TPOT p50 | alpha | k | TPOT p50, shared_kv | speedup, shared_kv "
                   "| TPOT p50, per_token | speedup, per_token |",
                   "|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -236,7 +245,7 @@ _JS = r"""
   }
   fill(loadSel, loads, loadLabel);
   const methods = uniq(spec.map((r) => r.method));
-  fill(methodSel, methods, (m) => (m === 'draft_model' && D.meta.draft_model ? 'draft model (' + D.meta.draft_model + ')' : m === 'ngram' ? 'n-gram' : m));
+  fill(methodSel, methods, (m) => D.method_labels[m] || m);
   document.getElementById('method-control').style.display = methods.length > 1 ? '' : 'none';
   function refillAlpha() {
     const m = methodSel.value, q = Number(loadSel.value);
@@ -276,7 +285,7 @@ _JS = r"""
     const ymax = Math.max(1.2, ...s.sel.map((r) => r.tpot_speedup || 0)) * 1.12;
     const layout = {
       margin: { l: 64, r: 20, t: 16, b: 48 }, font: { family: 'system-ui, sans-serif', size: 13, color: '#1d2330' },
-      xaxis: { type: 'category', title: { text: 'proposals per verify step (k)' }, categoryorder: 'array', categoryarray: ks.map(cat) },
+      xaxis: { type: 'category', title: { text: 'guesses per decode step (k)' }, categoryorder: 'array', categoryarray: ks.map(cat) },
       yaxis: { title: { text: 'predicted median TPOT speedup (\u00d7)' }, range: [0, ymax], zeroline: false, gridcolor: '#e6e9ef' },
       shapes: [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: 1, y1: 1, line: { color: '#1d2330', width: 1.5, dash: 'dash' } }],
       annotations: [{ xref: 'paper', x: 0, y: 1, yanchor: 'bottom', xanchor: 'left', showarrow: false, text: '1\u00d7 = no-speculation baseline', font: { size: 12, color: '#5b6475' } }],
@@ -322,14 +331,13 @@ def build_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> s
     if not any(r["method"] != "none" for r in rows):
         raise ConfigError(f"report: {csv_path} has no speculative rows to compare")
     meta = _meta(rows, csv_path, out_path)
+    methods = _uniq(r["method"] for r in rows if r["method"] != "none")
     data = {"rows": [{c: r.get(c) for c in KEEP} for r in rows], "meta": meta,
-            "attention_labels": ATTENTION_LABELS}
+            "attention_labels": ATTENTION_LABELS, "method_labels": {m: method_label(m, rows) for m in methods}}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
     e = html.escape
     title = title or "Speculative decoding: predicted TPOT speedup"
-    methods = _uniq(r["method"] for r in rows if r["method"] != "none")
-    proposer = ", ".join({"ngram": "n-gram lookup", "draft_model": f"draft model ({meta['draft_model']})"}.get(m, m)
-                         for m in methods)
+    proposer = ", ".join(method_label(m, rows) for m in methods)
     js = get_plotlyjs()
     return f"""<!DOCTYPE html>
 <html lang="en">

@@ -22,9 +22,9 @@ class SpecRequest(Request):
     """A request with separate tokens-charged / tokens-advanced accounting.
 
     ``index`` is the request's position in the workload (it keys its
-    acceptance stream). Counters: ``verify_steps`` (decode steps, plain or
-    speculative), ``proposed_tokens``, ``accepted_tokens``; they satisfy
-    ``output_tokens = 1 + verify_steps + accepted_tokens`` once completed.
+    acceptance stream). Counters: ``decode_steps`` (steps in which it decodes,
+    plain or with guesses), ``guesses``, ``accepted_tokens``; they satisfy
+    ``output_tokens = 1 + decode_steps + accepted_tokens`` once completed.
     """
 
     def __init__(self, arrived_at: float, num_prefill_tokens: int, num_decode_tokens: int,
@@ -33,11 +33,11 @@ class SpecRequest(Request):
         self.index = index
         self.prompt_tokens = num_prefill_tokens
         self.output_tokens = num_decode_tokens
-        self.verify_steps = 0
-        self.proposed_tokens = 0
+        self.decode_steps = 0
+        self.guesses = 0
         self.accepted_tokens = 0
-        self.acceptance_uniforms = None  # filled lazily by the scheduler
-        self.draws = 0
+        self.acceptance = None  # the request's acceptance source, set lazily by the scheduler
+        self.catchup_tokens = 1  # tokens advanced in its previous step, not yet seen by a drafter head
         self._planned: Optional[tuple] = None  # (guesses, accepted) of the running step
 
     # ------------------------------------------------------------------ planning
@@ -46,6 +46,11 @@ class SpecRequest(Request):
         assert 0 <= accepted <= guesses
         assert accepted + 1 <= self.total_tokens - self._num_processed_tokens, "would overshoot"
         self._planned = (guesses, accepted)
+
+    @property
+    def output_position(self) -> int:
+        """Output tokens produced so far (the index of the first token the next decode step produces)."""
+        return self._num_processed_tokens - self.prompt_tokens
 
     @property
     def planned(self) -> Optional[tuple]:
@@ -69,9 +74,10 @@ class SpecRequest(Request):
         tokens_advanced = self._advanced(num_tokens_processed)
         if self._planned is not None:
             guesses, accepted = self._planned
-            self.verify_steps += 1
-            self.proposed_tokens += guesses
+            self.decode_steps += 1
+            self.guesses += guesses
             self.accepted_tokens += accepted
+            self.catchup_tokens = accepted + 1
             self._planned = None
         super().on_batch_end(time, tokens_advanced)
 
@@ -95,3 +101,4 @@ class SpecRequest(Request):
         self._num_stage_processed_tokens = 0
         self._is_prefill_stage_complete = False
         self._planned = None
+        self.catchup_tokens = 1

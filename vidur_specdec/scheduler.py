@@ -16,9 +16,13 @@ three things for a decoding request and leaves the rest to Sarathi:
   ``processed + guesses + 1`` tokens (plain decodes keep Sarathi's rule); when
   they don't fit, Sarathi's preempt-by-recompute path runs as usual.
 * **tokens advanced** — each decoding request in the new batch draws its
-  accepted guesses from its own seeded stream and is told ``(guesses,
-  accepted)``; :class:`~vidur_specdec.request.SpecRequest` then advances by
-  ``accepted + 1``.
+  accepted guesses from its own acceptance source (a seeded stream, or its
+  trace line at its output position) and is told ``(guesses, accepted)``;
+  :class:`~vidur_specdec.request.SpecRequest` then advances by ``accepted + 1``.
+* **token trees** — with ``tree_nodes`` N set, a request that guesses drafts
+  the whole tree: it is charged N + 1 query tokens (or decodes plainly when
+  the budget lacks room), and its accepted guesses are the accepted path's
+  depth, capped at the tokens it still needs.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     """Sarathi's config plus k and the acceptance model (None: no speculation)."""
 
     num_speculative_tokens: int = 0
-    acceptance: Any = None  # vidur_specdec.acceptance.AcceptanceModel
+    acceptance: Any = None  # vidur_specdec.acceptance.AcceptanceModel or acceptance_trace.TraceAcceptance
+    tree_nodes: Optional[int] = None  # a token tree's node count: every step with guesses charges all of them
     max_draft_context: Optional[int] = None  # the drafter's max_model_len (tokens), if a drafter proposes
 
     @staticmethod
@@ -61,14 +66,22 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         self._acceptance = cfg.acceptance
         self._k = cfg.num_speculative_tokens if cfg.acceptance is not None else 0
         self._max_draft_context = cfg.max_draft_context
+        self._tree_nodes = cfg.tree_nodes if cfg.acceptance is not None else None
         self._guesses: Dict[int, int] = {}  # request id -> guesses planned for the step being built
         self._decodes_to_place = 0  # decodes of the step being built not yet given their tokens
 
     # ------------------------------------------------------------------ tokens charged
     def _wanted_guesses(self, request) -> int:
-        """Guesses with an unlimited budget: min(k, tokens left − 1, drafter context left)."""
+        """Guesses with an unlimited budget: min(k, tokens left − 1, drafter context left).
+
+        With a token tree a request drafts the whole tree (N nodes) or nothing;
+        its accepted depth is capped at the tokens it still needs.
+        """
         processed = request.num_processed_tokens
-        wanted = min(self._k, request.total_tokens - processed - 1)
+        left = request.total_tokens - processed - 1
+        if self._tree_nodes is not None:
+            return self._tree_nodes if left >= 1 else 0
+        wanted = min(self._k, left)
         if self._max_draft_context is not None:  # the drafter stops at its own context limit (as vLLM)
             wanted = min(wanted, self._max_draft_context - processed)
         return max(0, wanted)
@@ -80,6 +93,8 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         self._decodes_to_place = max(0, self._decodes_to_place - 1)
         budget_left = self._config.chunk_size - num_batch_tokens - self._decodes_to_place
         guesses = max(0, min(self._wanted_guesses(request), budget_left - 1))
+        if self._tree_nodes is not None and guesses < self._tree_nodes:
+            guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
         self._guesses[request.id] = guesses
         return 1 + guesses
 
@@ -122,10 +137,12 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
             guesses = q - 1
             accepted = 0
             if acc is not None:
-                if request.acceptance_uniforms is None:
-                    request.acceptance_uniforms = acc.stream(request.index, request.output_tokens)
-                accepted = acc.accepted(request.acceptance_uniforms[request.draws], guesses)
-                request.draws += 1
+                if request.acceptance is None:
+                    request.acceptance = acc.for_request(request)
+                # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
+                limit = guesses if self._tree_nodes is None else min(guesses, request.total_tokens
+                                                                      - request.num_processed_tokens - 1)
+                accepted = request.acceptance.next(limit, request.output_position)
             request.plan_verify(guesses, accepted)
         return batch
 

@@ -52,6 +52,7 @@ from vidur_specdec.models import ModelSpec
 from vidur_specdec.predictor import SpecDecPredictorConfig, load_time_model
 from vidur_specdec.profiles.on_demand import describe
 from vidur_specdec.request import SpecRequest
+from vidur_specdec.tree import parse_tree
 from vidur_specdec.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.workload import RequestSpec, generate
 
@@ -238,38 +239,46 @@ def prepare(cfg: RunConfig) -> Prepared:
     spec = cfg.speculative
     dep = deployment.resolve(cfg)
     model, draft_spec = dep.model, dep.draft
+    acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
     specs = generate(cfg.workload, cfg.seed)
+    if hasattr(acceptance, "line"):  # a trace: lengths come from its lines, paired with their acceptance
+        specs = [dataclasses.replace(s, prompt_tokens=acceptance.line(i).prompt_tokens,
+                                     output_tokens=acceptance.line(i).output_tokens) for i, s in enumerate(specs)]
     longest = max(range(len(specs)), key=lambda i: specs[i].prompt_tokens + specs[i].output_tokens)
     total = specs[longest].prompt_tokens + specs[longest].output_tokens
     if total > model.max_model_len:
         raise ConfigError(f"workload.trace_file: request {longest} has prompt + output = {total} tokens "
                           f"> max_model_len {model.max_model_len}")
-    mem = deployment.plan_memory(cfg, dep, total, longest)
+    head = proposers.head_memory(cfg, dep)  # an EAGLE/MTP/Medusa head's weights and KV per GPU (cheap)
+    mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
     choices = deployment.profiles(cfg, dep, deployment.longest_request_tokens(cfg, specs))
     cache = cfg.predictor.cache_dir
     t = choices["target"]
     target = load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cache)
     files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
-    draft_model = None
+    draft_time = None
     if draft_spec is not None:
         d = choices["draft"]
-        draft_model = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
+        draft_time = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
         files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
+    proposer = proposers.build(cfg, target, cache, deployment=dep, draft_time=draft_time)
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),
-        proposer=proposers.build(spec, draft_model, draft_spec.num_layers if draft_spec else 0),
+        proposer=proposer,
         model_spec=model,
         device_spec=dep.device,
         tensor_parallel_size=dep.tp,
         step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp),
     )
+    tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
         chunk_size=cfg.scheduler.chunk_size,
         batch_size_cap=cfg.scheduler.batch_size_cap,
         num_speculative_tokens=spec.num_speculative_tokens if spec.enabled else 0,
-        acceptance=acceptance_mod.build(spec, cfg.seed),
-        max_draft_context=draft_spec.max_model_len if draft_spec else None,
+        acceptance=acceptance,
+        tree_nodes=tree.num_nodes if tree else None,
+        max_draft_context=proposer.max_context,
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources)
@@ -345,7 +354,8 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
         "verify_attention": p.cfg.speculative.verify_attention,
-        "expected_accepted_per_full_step": acc.mean_accepted if acc else 0.0,
+        "expected_accepted_per_full_step": acc.mean_accepted if acc else 0.0,  # None for a trace
+        "acceptance_input": p.cfg.speculative.acceptance_input() if acc else None,
         "kv_blocks_target": int(p.memory.num_blocks),
         "kv_blocks_draft": int(p.memory.draft_blocks),
         "memory": p.memory.to_dict(),

@@ -98,7 +98,7 @@ METRIC_COLUMNS = [
     "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
     "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
     "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
-    "throughput_tok_s", "mean_tokens_per_step", "accepted_per_proposed",
+    "throughput_tok_s", "mean_acceptance_length", "accepted_per_guess",
     "ttft_ms_mean_first50", "ttft_ms_mean_last50",
     "makespan_s", "mean_step_ms", "num_steps", "restarts",
 ]
@@ -409,8 +409,8 @@ def row_metrics(result) -> Dict[str, float]:
         for p in ("p50", "p90", "p99"):
             m[f"{metric}_{p}"] = s[metric][p]
     m["throughput_tok_s"] = s["throughput_tok_s"]
-    m["mean_tokens_per_step"] = s["mean_tokens_per_verify_step"]
-    m["accepted_per_proposed"] = s["accepted_per_proposed"]
+    m["mean_acceptance_length"] = s["mean_acceptance_length"]
+    m["accepted_per_guess"] = s["accepted_per_guess"]
     m["ttft_ms_mean_first50"] = float(req["ttft_ms"].iloc[:50].mean())
     m["ttft_ms_mean_last50"] = float(req["ttft_ms"].iloc[-50:].mean())
     m["makespan_s"] = s["makespan_s"]

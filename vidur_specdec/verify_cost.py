@@ -1,23 +1,45 @@
 """Verify-attention cost: how a step's decoding requests are priced in attention.
 
 A decoding request charged ``q = 1 + guesses`` query tokens with ``ctx`` tokens
-already in its KV cache is one of:
+already in its KV cache is one of the registered policies
+(``speculative.verify_attention``; :data:`REGISTRY`):
 
 * ``shared_kv`` — its KV is read once for all q queries (a tree/multi-query
   kernel): priced as one decode read at context ``ctx + q``. Lower bound.
 * ``per_token`` — q separate decode reads at growing context ``ctx+1 .. ctx+q``
   (what a plain decode kernel does with q rows): priced as ``Σq`` decode reads
   at their mean context. Upper bound; never below ``shared_kv`` by construction.
-* ``interpolated`` — ``λ·per_token + (1−λ)·shared_kv``.
+* ``interpolated`` — ``λ·per_token + (1−λ)·shared_kv``
+  (``speculative.verify_interpolation_weight``).
 
-Plain decodes (q = 1) cost the same under all three. Linear layers are not
-priced here: they are charged on all query tokens of the step (the predictor).
-All times are ms per layer.
+A token tree's N nodes are N + 1 query tokens under tree-masked attention: the
+same multi-query read, priced by the same policy. Plain decodes (q = 1) cost
+the same under all three. Linear layers are not priced here: they are charged
+on all query tokens of the step (the predictor). All times are ms per layer.
+A new policy is a subclass decorated with :func:`register` (and its docs); the
+contract test ``tests/test_proposer_contract.py`` runs over every one.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Dict, Sequence
+
+REGISTRY: Dict[str, type] = {}
+
+
+def register(name: str):
+    """Class decorator: make a policy available as ``speculative.verify_attention: NAME``."""
+
+    def deco(cls):
+        cls.name = name
+        REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def policy_names() -> tuple:
+    return tuple(REGISTRY)
 
 
 class VerifyCost:
@@ -25,43 +47,52 @@ class VerifyCost:
 
     name = ""
 
+    @classmethod
+    def from_spec(cls, spec) -> "VerifyCost":
+        return cls()
+
     def attention_ms(self, model, decode_q: Sequence[int], decode_ctx: Sequence[int]) -> float:
         raise NotImplementedError
 
 
+@register("shared_kv")
 class SharedKV(VerifyCost):
     """Each request's KV read once: one decode read per request at context ctx + q."""
 
-    name = "shared_kv"
-
     def attention_ms(self, model, decode_q, decode_ctx) -> float:
         n = len(decode_q)
+        if n == 0:
+            return 0.0
         mean_kv = (sum(decode_ctx) + sum(decode_q)) / n
         return model.decode_attention_ms(n, mean_kv)
 
 
+@register("per_token")
 class PerToken(VerifyCost):
     """q separate decode reads per request at contexts ctx+1..ctx+q; never below SharedKV."""
 
-    name = "per_token"
-
     def attention_ms(self, model, decode_q, decode_ctx) -> float:
         reads = sum(decode_q)
+        if reads == 0:
+            return 0.0
         # Σ over requests of Σ_{j=1..q} (ctx + j) = Σ q·ctx + q(q+1)/2
         kv_sum = sum(q * c + q * (q + 1) / 2 for q, c in zip(decode_q, decode_ctx))
         per_token = model.decode_attention_ms(reads, kv_sum / reads)
         return max(per_token, SharedKV.attention_ms(self, model, decode_q, decode_ctx))
 
 
+@register("interpolated")
 class Interpolated(VerifyCost):
     """Weight λ on per_token and 1−λ on shared_kv."""
 
-    name = "interpolated"
-
-    def __init__(self, weight: float) -> None:
+    def __init__(self, weight: float = 0.5) -> None:
         if not 0.0 <= weight <= 1.0:
             raise ValueError(f"interpolation weight must be in [0, 1], got {weight}")
         self.weight = weight
+
+    @classmethod
+    def from_spec(cls, spec) -> "Interpolated":
+        return cls(spec.verify_interpolation_weight)
 
     def attention_ms(self, model, decode_q, decode_ctx) -> float:
         lo = SharedKV.attention_ms(self, model, decode_q, decode_ctx)
@@ -71,10 +102,9 @@ class Interpolated(VerifyCost):
 
 def build(spec) -> VerifyCost:
     """The policy named by ``speculative.verify_attention``."""
-    if spec.verify_attention == "shared_kv":
-        return SharedKV()
-    if spec.verify_attention == "per_token":
-        return PerToken()
-    if spec.verify_attention == "interpolated":
-        return Interpolated(spec.verify_interpolation_weight)
-    raise ValueError(f"unknown verify_attention {spec.verify_attention!r}")
+    try:
+        cls = REGISTRY[spec.verify_attention]
+    except KeyError:
+        raise ValueError(f"unknown verify_attention {spec.verify_attention!r}; "
+                         f"registered: {', '.join(REGISTRY)}") from None
+    return cls.from_spec(spec)

@@ -44,21 +44,13 @@ def mean_acceptance_length(alpha: float, k: int) -> float:
 
 
 def alpha_from_mean_acceptance_length(mal: float, k: int, tol: float = 1e-12) -> float:
-    """Invert :func:`mean_acceptance_length` for α in [0, 1] by bisection (clamped at the ends)."""
+    """Invert :func:`mean_acceptance_length` for α in [0, 1] (clamped at the ends); see
+    :func:`vidur_specdec.acceptance.alpha_from_mean_length`, which the simulator uses too."""
+    from vidur_specdec.acceptance import alpha_from_mean_length
+
     if k < 1:
         raise ValueError("k must be >= 1")
-    if mal <= 1.0:
-        return 0.0
-    if mal >= k + 1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        if mean_acceptance_length(mid, k) < mal:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
+    return alpha_from_mean_length(mal, k, tol)
 
 
 @dataclass

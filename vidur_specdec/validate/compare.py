@@ -70,8 +70,8 @@ def join(trace: pd.DataFrame, measured: pd.DataFrame, simulated: pd.DataFrame) -
         raise ValueError("measured requests have duplicate request_id values")
     s = simulated.copy()
     s["_k"] = _key(s["request_id"])
-    mcols = {c: f"measured_{c}" for c in ("ttft_ms", "tpot_ms", "e2e_ms", "accepted_tokens", "verify_steps")}
-    scols = {c: f"simulated_{c}" for c in ("ttft_ms", "tpot_ms", "e2e_ms", "accepted_tokens", "verify_steps")}
+    mcols = {c: f"measured_{c}" for c in ("ttft_ms", "tpot_ms", "e2e_ms", "accepted_tokens", "decode_steps")}
+    scols = {c: f"simulated_{c}" for c in ("ttft_ms", "tpot_ms", "e2e_ms", "accepted_tokens", "decode_steps")}
     keep_m = ["_k"] + list(mcols) + [c for c in ("status", "error", "lateness_ms") if c in m]
     out = t.merge(m[keep_m].rename(columns=mcols), on="_k", how="left")
     out = out.merge(s[["_k"] + list(scols)].rename(columns=scols), on="_k", how="left")
@@ -91,8 +91,8 @@ def join(trace: pd.DataFrame, measured: pd.DataFrame, simulated: pd.DataFrame) -
     order = (["request_id", "status", "compared", "error", "arrival_offset_s", "prompt_tokens", "output_tokens"]
              + [c for name in METRICS for c in (f"measured_{name}_ms", f"simulated_{name}_ms",
                                                 f"{name}_error_pct", f"{name}_ratio")]
-             + ["measured_accepted_tokens", "simulated_accepted_tokens", "measured_verify_steps",
-                "simulated_verify_steps"] + (["lateness_ms"] if "lateness_ms" in out else []))
+             + ["measured_accepted_tokens", "simulated_accepted_tokens", "measured_decode_steps",
+                "simulated_decode_steps"] + (["lateness_ms"] if "lateness_ms" in out else []))
     return out[order].reset_index(drop=True)
 
 
@@ -134,7 +134,7 @@ def summarize(comp: pd.DataFrame, cal: Optional[Calibration] = None, sim_summary
             "median_request_ratio": _pct(ok[f"{name}_ratio"], 50),
         }
     acc: Dict = {}
-    mv, sv = ok["measured_verify_steps"].sum(), ok["simulated_verify_steps"].sum()
+    mv, sv = ok["measured_decode_steps"].sum(), ok["simulated_decode_steps"].sum()
     acc["measured_tokens_per_decode_chunk"] = _div(ok["measured_accepted_tokens"].sum() + mv, mv)
     acc["simulated_tokens_per_verify_step"] = _div(ok["simulated_accepted_tokens"].sum() + sv, sv)
     if cal is not None:

@@ -59,18 +59,23 @@ class CostModel:
         from vidur_specdec import deployment, proposers, step_overheads, verify_cost
         from vidur_specdec.predictor import load_time_model
 
+        from vidur_specdec.devices import get_device
+        from vidur_specdec.proposers.base import ProposerContext
+
         spec = cfg.speculative
         dep = deployment.resolve(cfg)
         choices = deployment.profiles(cfg, dep, deployment.longest_request_tokens(cfg))
         t = choices["target"]
-        draft_model, draft_layers = None, 0
+        cache = cfg.predictor.cache_dir
+        target = load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cache)
+        draft_time = None
         if dep.draft is not None:
             d = choices["draft"]
-            draft_model = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cfg.predictor.cache_dir)
-            draft_layers = dep.draft.num_layers
-        return cls(load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cfg.predictor.cache_dir),
-                   dep.model.num_layers, verify_cost.build(spec), proposers.build(spec, draft_model, draft_layers),
-                   cfg.model, step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp))
+            draft_time = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
+        proposer = proposers.build(cfg, target, cache, deployment=dep, draft_time=draft_time)
+        proposer.bind(ProposerContext(dep.device, dep.tp))
+        return cls(target, dep.model.num_layers, verify_cost.build(spec), proposer, cfg.model,
+                   step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp))
 
     def composition_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int],
                        prefill: Sequence[Tuple[int, int]], num_tokens: Optional[int] = None) -> Tuple[float, float]:

@@ -16,9 +16,9 @@ from the replay's start):
 * ``e2e_ms`` — last token's chunk − send time.
 
 vLLM streams one chunk per engine step per request (``accepted + 1`` tokens of
-a verify step arrive together), so ``verify_steps`` is taken as
+a verify step arrive together), so ``decode_steps`` is taken as
 ``chunks − 1`` and ``accepted_tokens`` as ``tokens − chunks``; both are
-approximate if the server coalesced steps into one chunk. ``proposed_tokens``,
+approximate if the server coalesced steps into one chunk. ``guesses``,
 ``restarts``, ``scheduled_at_s`` and ``replica`` are not visible to a client (NaN).
 
 A request that fails (connection refused or cut, HTTP error, an error event in
@@ -505,8 +505,8 @@ def _result(recs: List[_Rec], scheduled: List[float], t0: float, max_in_flight: 
             "ttft_ms": (first - sent) * 1e3 if ok else nan,
             "tpot_ms": (last - first) / (n - 1) * 1e3 if ok and n > 1 else nan,
             "e2e_ms": (last - sent) * 1e3 if ok else nan,
-            "verify_steps": chunks - 1 if ok else nan,
-            "proposed_tokens": nan,
+            "decode_steps": chunks - 1 if ok else nan,
+            "guesses": nan,
             "accepted_tokens": rec.tokens - chunks if ok else nan,
             "restarts": nan,
             "scheduled_at_s": nan,

@@ -375,7 +375,7 @@ def request_latency(requests: pd.DataFrame, times_unit: str = "s") -> pd.DataFra
             "ttft_ms": first * scale if ok and relative else math.nan,
             "tpot_ms": (last - first) / (n - 1) * scale if ok and n > 1 else math.nan,
             "e2e_ms": last * scale if ok and relative else math.nan,
-            "verify_steps": len(tok) - 1 if ok else math.nan,
+            "decode_steps": len(tok) - 1 if ok else math.nan,
             "accepted_tokens": n - len(tok) if ok else math.nan,
             "chunks": len(tok),
             "status": "ok" if ok else "error",

@@ -1,0 +1,98 @@
+"""One contract over every registered proposer and every verify-cost policy (like scikit-learn's check_estimator).
+
+A proposer's step time must be >= 0, zero when nobody guesses (and nobody
+prefills), non-decreasing in guesses and in batch size, and deterministic.
+A verify-cost policy must be >= 0, non-decreasing in query tokens, batch and
+context, price plain decodes alike, and be deterministic.
+"""
+
+import pytest
+
+from vidur_specdec import proposers, verify_cost
+from vidur_specdec.config import load
+from vidur_specdec.devices import get_device
+from vidur_specdec.predictor import StepComposition, load_time_model, locate_profile
+from vidur_specdec.proposers.base import ProposerContext
+
+LLAMA7 = "meta-llama/Llama-2-7b-hf"
+HEAD3 = "configs/heads/eagle3-llama2-7b.yaml"
+
+
+@pytest.fixture(scope="module")
+def target():
+    return load_time_model(*locate_profile("shipped", "a100", LLAMA7))
+
+
+def _proposer(method, target):
+    from conftest import REPO
+
+    sets = [f"speculative.method={method}", "speculative.num_speculative_tokens=5"]
+    if method == "eagle3":
+        sets.append(f"speculative.model={REPO / HEAD3}")
+    p = proposers.build(load({}, sets), target)
+    p.bind(ProposerContext(get_device("a100"), 1))
+    return p
+
+
+def _comp(guesses, ctx=500, catchup=1):
+    n = len(guesses)
+    return StepComposition(sum(guesses) + n, [1 + g for g in guesses], [ctx] * n, [], [catchup] * n)
+
+
+@pytest.mark.parametrize("method", list(proposers.REGISTRY))
+def test_proposer_contract(method, target):
+    p = _proposer(method, target)
+    assert proposers.label(method)
+    # zero with no guesses
+    assert p.step_time_ms(_comp([0, 0, 0])) == 0.0
+    assert p.step_time_ms(StepComposition(0, [], [], [])) == 0.0
+    prev_g = -1.0
+    for g in range(0, 6):  # monotone in guesses
+        t = p.step_time_ms(_comp([g] * 4))
+        assert t >= 0.0 and t >= prev_g - 1e-12, (method, g)
+        prev_g = t
+    prev_b = -1.0
+    for b in (1, 2, 4, 8, 16, 32, 64):  # monotone in batch
+        t = p.step_time_ms(_comp([3] * b))
+        assert t >= prev_b - 1e-12, (method, b)
+        prev_b = t
+    comp = _comp([1, 3, 5, 2])
+    assert p.step_time_ms(comp) == p.step_time_ms(_comp([1, 3, 5, 2]))  # deterministic
+    w, kv = p.memory_bytes(1)
+    assert w >= 0 and kv >= 0
+
+
+@pytest.mark.parametrize("name", list(verify_cost.REGISTRY))
+def test_verify_cost_contract(name, target):
+    spec = load({}, [f"speculative.verify_attention={name}"]).speculative
+    v = verify_cost.build(spec)
+    assert v.attention_ms(target, [], []) == 0.0
+    prev = -1.0
+    for q in range(1, 10):  # monotone in query tokens
+        t = v.attention_ms(target, [q] * 8, [1000] * 8)
+        assert t >= prev - 1e-12 and t >= 0
+        prev = t
+    prev = -1.0
+    for b in (1, 4, 16, 64, 256):
+        t = v.attention_ms(target, [4] * b, [1000] * b)
+        assert t >= prev - 1e-12
+        prev = t
+    prev = -1.0
+    for c in (0, 100, 1000, 3000):
+        t = v.attention_ms(target, [4] * 8, [c] * 8)
+        assert t >= prev - 1e-12
+        prev = t
+    plain = verify_cost.SharedKV().attention_ms(target, [1] * 9, list(range(100, 109)))
+    assert v.attention_ms(target, [1] * 9, list(range(100, 109))) == pytest.approx(plain)
+    assert v.attention_ms(target, [3, 5], [10, 20]) == v.attention_ms(target, [3, 5], [10, 20])
+
+
+def test_unknown_method_lists_the_registered_ones():
+    from vidur_specdec.config import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        load({}, ["speculative.method=lookahead"])
+    msg = str(e.value)
+    assert msg.startswith("speculative.method:") and "\n" not in msg
+    for name in proposers.REGISTRY:
+        assert name in msg

@@ -1,0 +1,88 @@
+"""The proposer interface, its registry and what a proposer is priced against.
+
+A proposer prices one engine step from its
+:class:`~vidur_specdec.predictor.StepComposition` (``step_time_ms``, ms). It may
+also occupy GPU memory (``memory_bytes``: weights, KV bytes per token), cap a
+request's context (``max_context``) and name extra profile files
+(``profile_files``). Proposers that run on the target's GPUs (EAGLE-family heads,
+Medusa) are bound to the target's device and tensor-parallel size by the
+predictor (:meth:`Proposer.bind`) from the predictor config's
+``device_spec``/``tensor_parallel_size`` fields (TP 1 and the replica's device
+when those are absent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+REGISTRY: Dict[str, type] = {}
+
+
+def register(name: str):
+    """Class decorator: make a proposer available as ``speculative.method: NAME``."""
+
+    def deco(cls):
+        if name in REGISTRY and REGISTRY[name] is not cls:
+            raise ValueError(f"proposer {name!r} registered twice")
+        cls.name = name
+        REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+@dataclass
+class ProposerContext:
+    """What a proposer is priced with once bound: the target's device (DeviceSpec) and TP degree."""
+
+    device: object = None  # vidur_specdec.devices.DeviceSpec
+    tensor_parallel_size: int = 1
+
+
+class Proposer:
+    """Base class (also the ``none`` proposer): no time, no memory."""
+
+    name = "none"
+    label = "no speculation"
+    supports_tree = False  # may speculative.speculative_token_tree be used with it
+
+    max_context: Optional[int] = None  # the drafter's own max_model_len (tokens), if any
+    profile_files: Dict[str, object] = {}  # extra profile files: key -> Path (for the run summary)
+
+    @classmethod
+    def from_config(cls, cfg, target_time, cache_dir=None, **context) -> "Proposer":
+        """Build from a RunConfig and the target's fitted OperatorTimeModel.
+
+        ``context`` may hold ``deployment`` (the resolved
+        :class:`~vidur_specdec.deployment.Deployment`) and ``draft_time`` (the
+        drafter's fitted OperatorTimeModel, for ``draft_model``).
+        """
+        return cls()
+
+    def bind(self, ctx: ProposerContext) -> None:
+        """Set the target's device and TP degree (called by the predictor before the first step)."""
+        self.ctx = ctx
+
+    def memory_bytes(self, tp: int = 1) -> Tuple[int, int]:
+        """(weight bytes, KV bytes per token) this proposer adds on one GPU."""
+        return 0, 0
+
+    def step_time_ms(self, comp) -> float:
+        """Proposer time of one step (ms)."""
+        return 0.0
+
+
+def guesses_of(comp):
+    """Guesses per decoding request of a step (tokens charged − 1)."""
+    return [q - 1 for q in comp.decode_q]
+
+
+def _target_spec(cfg, context):
+    """The target's ModelSpec: from the resolved deployment when given, else resolved from the config."""
+    dep = context.get("deployment")
+    if dep is not None:
+        return dep.model
+    from vidur_specdec.config import resolved_model
+
+    return resolved_model(cfg)
