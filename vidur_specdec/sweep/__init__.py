@@ -55,9 +55,7 @@ metrics), :mod:`.executors` (local pool, Ray), :mod:`.journal`,
 
 from vidur_specdec.sweep.cli import add_arguments, main
 from vidur_specdec.sweep.definition import (
-    INT_METRICS,
     JOURNAL_FORMAT,
-    METRIC_COLUMNS,
     NOT_IDENTITY,
     STANDARD_PARAMS,
     SWEEP_KEYS,
@@ -72,11 +70,12 @@ from vidur_specdec.sweep.executors import default_jobs
 from vidur_specdec.sweep.journal import Journal
 from vidur_specdec.sweep.runner import SweepRun, run_sweep
 from vidur_specdec.sweep.table import FLOAT_FORMAT, csv_text
-from vidur_specdec.sweep.worker import row_metrics, run_row
+from vidur_specdec.sweep.lock import FolderLock
+from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS, metrics_problem, row_metrics, run_row
 
 __all__ = [
     "FLOAT_FORMAT", "INT_METRICS", "JOURNAL_FORMAT", "METRIC_COLUMNS", "NOT_IDENTITY", "STANDARD_PARAMS",
-    "SWEEP_KEYS", "Journal", "Sweep", "SweepRow", "SweepRun", "add_arguments", "code_digest", "csv_text",
-    "default_jobs", "identity", "is_sweep", "load_sweep", "main", "profile_digests", "row_metrics", "run_row",
+    "SWEEP_KEYS", "FolderLock", "Journal", "Sweep", "SweepRow", "SweepRun", "add_arguments", "code_digest", "csv_text",
+    "default_jobs", "identity", "is_sweep", "load_sweep", "main", "metrics_problem", "profile_digests", "row_metrics", "run_row",
     "run_sweep",
 ]

@@ -20,6 +20,7 @@ from vidur_specdec.config import (
     set_dotted,
 )
 from vidur_specdec.sweep.digest import _canon, _sha, profile_digests
+from vidur_specdec.sweep.worker import METRIC_COLUMNS
 
 SWEEP_KEYS = ("sweep", "base", "grid", "rows")
 JOURNAL_FORMAT = 1
@@ -36,16 +37,6 @@ STANDARD_PARAMS = [
     ("acceptance_rate", "speculative.acceptance_rate"),
     ("verify_attention", "speculative.verify_attention"),
 ]
-# Measured per row (floats, ms / tokens per s / tokens), in this order.
-METRIC_COLUMNS = [
-    "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
-    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
-    "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
-    "throughput_tok_s", "mean_tokens_per_step", "accepted_per_proposed",
-    "ttft_ms_mean_first50", "ttft_ms_mean_last50",
-    "makespan_s", "mean_step_ms", "num_steps", "restarts",
-]
-INT_METRICS = {"num_steps", "restarts"}
 
 
 @dataclass

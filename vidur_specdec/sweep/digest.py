@@ -20,13 +20,17 @@ def _sha(text: Union[str, bytes], n: int = 16) -> str:
     return hashlib.sha256(text).hexdigest()[:n]
 
 
-# Modules whose code cannot change a row's numbers (CLI, sweep runner, report page).
+# Top-level modules whose code cannot change a row's numbers (CLI, report page).
 _NOT_MODEL_CODE = {"main.py", "sweep.py", "report.py", "__main__.py"}
+# Modules in subpackages whose code does change a row's numbers: the code that turns a
+# simulation into the row's recorded metrics (a change there must not mix old and new rows).
+ROW_CODE = ("sweep/worker.py",)
 _CODE_DIGEST: Optional[str] = None
 
 
 def code_digest() -> str:
-    """Hash of the simulator's source (the package's top-level modules minus CLI/sweep/report) and Vidur's version."""
+    """Hash of the simulator's source and Vidur's version: the package's top-level modules minus CLI and report,
+    plus :data:`ROW_CODE` (the row-metrics code)."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
         from importlib.metadata import PackageNotFoundError, version
@@ -37,6 +41,8 @@ def code_digest() -> str:
             if p.name in _NOT_MODEL_CODE:
                 continue
             h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        for rel in ROW_CODE:
+            h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
         try:
             h.update(("vidur==" + version("vidur")).encode())
         except PackageNotFoundError:  # pragma: no cover

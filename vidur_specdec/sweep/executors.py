@@ -84,6 +84,45 @@ def _run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: C
     pool.shutdown(wait=True)
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0  # TCP probe of --address; the whole check ends well under 30 s
+
+
+def _split_address(address: str):
+    """``host:port`` of a Ray address (``ray://host:port`` for Ray Client, or ``host:port`` of the GCS)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"--address: {address!r} is not host:port (or ray://host:port, or auto)")
+    return host.strip("[]"), int(port)
+
+
+def check_executor(executor: str, address: Optional[str]) -> None:
+    """Before any output is written: an ``--address`` must accept a TCP connection, and Ray must be installed.
+
+    Ray's own ``ray.init(address=...)`` retries an unreachable cluster for
+    about a minute; this probe fails in :data:`RAY_CONNECT_TIMEOUT_S` with one
+    line. ``auto`` (the cluster started on this machine) is left to Ray.
+    """
+    if executor != "ray":
+        return
+    if address and address != "auto":
+        import socket
+
+        host, port = _split_address(address)
+        try:
+            with socket.create_connection((host, port), timeout=RAY_CONNECT_TIMEOUT_S):
+                pass
+        except OSError as e:
+            why = "timed out" if isinstance(e, socket.timeout) else (e.strerror or str(e))
+            raise ConfigError(f"--address: cannot reach a Ray cluster at {address} ({why}); "
+                              "start it (ray start --head) or fix the address") from None
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ConfigError("--executor ray: Ray is not installed; pip install 'vidur_specdec[ray]' "
+                          "(or use --executor local)") from None
+
+
 def _run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: Callable) -> None:
     try:
         import ray

@@ -9,6 +9,7 @@ from typing import Dict
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.definition import SweepRow
+from vidur_specdec.sweep.worker import metrics_problem
 
 
 class Journal:
@@ -43,6 +44,10 @@ class Journal:
                 header = obj if isinstance(obj, dict) else {}
                 self._check_header(header, out_dir)
             elif isinstance(obj, dict) and isinstance(obj.get("row"), int) and isinstance(obj.get("metrics"), dict):
+                why = metrics_problem(obj["metrics"])
+                if why is not None:
+                    raise ConfigError(f"--output-dir: {self.path} line {n + 1} (sweep row {obj['row']}) holds bad "
+                                      f"metrics: {why}; remove that line or rerun with --overwrite")
                 self.done[obj["row"]] = obj
             else:
                 raise ConfigError(f"--output-dir: {self.path} is corrupt at line {n + 1}; "

@@ -11,8 +11,9 @@ from typing import Callable, Dict, List, Optional, Union
 from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.definition import JOURNAL_FORMAT, Sweep, SweepRow, _canon
 from vidur_specdec.sweep.digest import code_digest, profile_digests
-from vidur_specdec.sweep.executors import _run_local, _run_ray, default_jobs
+from vidur_specdec.sweep.executors import _run_local, _run_ray, check_executor, default_jobs
 from vidur_specdec.sweep.journal import Journal
+from vidur_specdec.sweep.lock import FolderLock
 from vidur_specdec.sweep.table import _atomic_write, _csv_sweep_hash, csv_text
 
 
@@ -31,8 +32,9 @@ def run_sweep(sweep: Sweep, out_dir: Union[str, Path], jobs: Optional[int] = Non
               log: Optional[Callable[[str], None]] = None) -> SweepRun:
     """Run the rows not yet in the output folder's journal, then write ``<name>.csv`` atomically.
 
-    Every check (the folder belongs to this sweep, each row prepares) happens
-    before anything in ``out_dir`` is written; ``log`` gets one line when the work starts.
+    Every check (the executor is reachable, the folder belongs to this sweep and
+    no other run holds it, each row prepares) happens before anything in
+    ``out_dir`` is written; ``log`` gets one line when the work starts.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -42,6 +44,18 @@ def run_sweep(sweep: Sweep, out_dir: Union[str, Path], jobs: Optional[int] = Non
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
+    check_executor(executor, address)
+    lock = FolderLock(out_dir)
+    if out_dir.is_dir():
+        lock.acquire()  # before the journal is read: another run may be appending to it
+    try:
+        return _run_sweep(sweep, out_dir, jobs, executor, address, overwrite, progress, log, lock)
+    finally:
+        lock.release()
+
+
+def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: Optional[str], overwrite: bool,
+               progress: bool, log: Optional[Callable[[str], None]], lock: FolderLock) -> SweepRun:
     csv_path = out_dir / sweep.csv_name
     header = {"journal": JOURNAL_FORMAT, "sweep": sweep.name, "sweep_hash": sweep.sweep_hash,
               "code": code_digest(), "rows": len(sweep.rows)}
@@ -79,6 +93,8 @@ def run_sweep(sweep: Sweep, out_dir: Union[str, Path], jobs: Optional[int] = Non
             warm.append(r.config_dict)
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    if not lock.held:
+        lock.acquire()  # a new folder: taken before the first write
     if overwrite or not journal.path.exists() or journal.path.stat().st_size == 0:
         journal._append(header, "wb")  # a new journal (read() empties one without a valid header)
 

@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional
 
-from vidur_specdec.sweep.definition import INT_METRICS, METRIC_COLUMNS, Sweep, _fmt_value, _get_dotted
+from vidur_specdec.sweep.definition import Sweep, _fmt_value, _get_dotted
+from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS
 
 FLOAT_FORMAT = "%.6f"
 
