@@ -427,10 +427,11 @@ class StepTime:
     attributes are read through to the target's ExecutionTime.
     """
 
-    __slots__ = ("target", "verify_ms", "draft_ms", "total_time", "model_time")
+    __slots__ = ("target", "verify_ms", "draft_ms", "total_time", "model_time", "k")
 
-    def __init__(self, target, draft_ms: float) -> None:
+    def __init__(self, target, draft_ms: float, k: int = 0) -> None:
         self.target = target
+        self.k = k  # the k the step's guesses were drawn with (the scheduler's, 0 without speculation)
         self.verify_ms = target.total_time * 1e3
         self.draft_ms = draft_ms
         self.total_time = target.total_time + draft_ms * 1e-3
@@ -469,7 +470,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         """Target forward (base class, per-layer ops × layers) plus proposer time."""
         target = super().get_execution_time(batch, pipeline_stage)
         draft_ms = self._proposer.step_time_ms(StepComposition.of(batch)) if self._proposer else 0.0
-        return StepTime(target, draft_ms)
+        return StepTime(target, draft_ms, getattr(batch, "_specdec_k", 0))
 
     def _tok(self, batch) -> int:
         return batch.total_num_q_tokens

@@ -247,6 +247,8 @@ def prepare(cfg: RunConfig) -> Prepared:
         num_speculative_tokens=spec.num_speculative_tokens if spec.enabled else 0,
         acceptance=acceptance_mod.build(spec, cfg.seed),
         max_draft_context=draft_spec.max_model_len if draft_spec else None,
+        k_schedule=[tuple(r) for r in spec.num_speculative_tokens_per_batch_size]
+        if spec.enabled and spec.num_speculative_tokens_per_batch_size else None,
     )
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files)
 
@@ -300,6 +302,8 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "profiles": p.profile_files,
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
+        "num_speculative_tokens_per_batch_size": [list(r) for r in p.scheduler.k_schedule]
+        if p.scheduler.k_schedule else None,
         "verify_attention": p.cfg.speculative.verify_attention,
         "expected_accepted_per_full_step": acc.mean_accepted if acc else 0.0,
         "kv_blocks_target": int(p.memory.num_blocks),
