@@ -94,6 +94,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from vidur_specdec import report
 
         return report.main(argv[1:])
+    if argv and argv[0] == "tune":  # python -m vidur_specdec.main tune --config CFG --output-dir DIR (docs/tune.md)
+        from vidur_specdec.tune import cli as tune_cli
+
+        return tune_cli.main(argv[1:])
     args = parse_args(argv)
     try:
         from vidur_specdec.config import read_yaml

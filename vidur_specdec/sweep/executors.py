@@ -42,12 +42,14 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def _run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Callable) -> None:
-    """Run rows on ``jobs`` local processes (inline when 1); ``on_done(row, result)`` in the parent."""
+def _run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Callable,
+               fn: Callable[[Dict], Dict] = run_row) -> None:
+    """Run ``fn(row.config_dict)`` for rows on ``jobs`` local processes (inline when 1); ``on_done(row, result)``
+    in the parent. ``fn`` must be picklable (a module-level function or a partial of one)."""
     if jobs <= 1 or len(rows) <= 1:
         for r in rows:
             try:
-                result = run_row(r.config_dict)
+                result = fn(r.config_dict)
             except Exception as e:
                 _note(e, r)
                 raise
@@ -62,7 +64,7 @@ def _run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: C
                                   initializer=_local_worker_init, initargs=(list(warm),))
     futures = {}
     try:
-        futures = {pool.submit(run_row, r.config_dict): r for r in rows}
+        futures = {pool.submit(fn, r.config_dict): r for r in rows}
         for fut in cf.as_completed(futures):
             row = futures[fut]
             try:
@@ -123,7 +125,12 @@ def check_executor(executor: str, address: Optional[str]) -> None:
                           "(or use --executor local)") from None
 
 
-def _run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: Callable) -> None:
+def _call(fn: Callable[[Dict], Dict], config_dict: Dict) -> Dict:
+    return fn(config_dict)
+
+
+def _run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: Callable,
+             fn: Callable[[Dict], Dict] = run_row) -> None:
     try:
         import ray
     except ImportError:
@@ -138,8 +145,8 @@ def _run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: C
             ray.init(num_cpus=jobs, **kwargs)
         started = True
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_row)
-        refs = {remote.remote(r.config_dict): r for r in rows}
+        remote = ray.remote(num_cpus=1, max_retries=0)(_call)  # fn may be a partial: Ray wants a function
+        refs = {remote.remote(fn, r.config_dict): r for r in rows}
         pending = list(refs)
         try:
             while pending:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Dict
+from typing import Callable, Dict, Optional
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.definition import SweepRow
@@ -15,7 +15,8 @@ from vidur_specdec.sweep.worker import metrics_problem
 class Journal:
     """``.<name>.journal.jsonl``: a header line, then one line per finished row (appended, fsynced)."""
 
-    def __init__(self, path: Path, header: Dict):
+    def __init__(self, path: Path, header: Dict, check: Callable[[object], Optional[str]] = metrics_problem):
+        self.check = check  # why a line's metrics are bad, or None (tune records more metrics than a sweep)
         self.path = path
         self.header = header
         self.done: Dict[int, Dict] = {}
@@ -44,7 +45,7 @@ class Journal:
                 header = obj if isinstance(obj, dict) else {}
                 self._check_header(header, out_dir)
             elif isinstance(obj, dict) and isinstance(obj.get("row"), int) and isinstance(obj.get("metrics"), dict):
-                why = metrics_problem(obj["metrics"])
+                why = self.check(obj["metrics"])
                 if why is not None:
                     raise ConfigError(f"--output-dir: {self.path} line {n + 1} (sweep row {obj['row']}) holds bad "
                                       f"metrics: {why}; remove that line or rerun with --overwrite")
