@@ -124,6 +124,7 @@ def test_speculative_config_validates_and_feeds_back_bit_for_bit(tuned):
     (["--set", 'speculative.num_speculative_tokens_per_batch_size={"1-8": 2, "4-16": 1}'],
      "num_speculative_tokens_per_batch_size"),
     (["--tolerance", "0"], "--tolerance"),
+    (["--set", "speculative.acceptance_per_position=[0.8, 0.7, 0.6]", "--k-max", "5"], "--k-max"),
 ])
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, args, words):
     p = tmp_path / "cfg.yaml"
@@ -169,3 +170,21 @@ def test_tune_refuses_a_folder_in_use(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_static_k_points_cut_position_and_histogram_inputs():
+    from vidur_specdec.tune.points import Setting, build_config, setting_overrides
+
+    for acc in ({"acceptance_per_position": [0.8, 0.7, 0.6]}, {"acceptance_histogram": [0.2, 0.2, 0.2, 0.4]}):
+        spec = {**CFG["speculative"], **acc}
+        base = from_dict({**CFG, "speculative": spec})
+        for k in (1, 2, 3):
+            cfg = build_config(base, setting_overrides(base, Setting(k)))
+            assert cfg.speculative.num_speculative_tokens == k
+        h = build_config(base, setting_overrides(base, Setting(1))).speculative.acceptance_histogram
+        if h is not None:
+            assert h == [0.2, 0.8]
+        sched = build_config(base, setting_overrides(base, Setting(2, ((1, 8, 2), (9, 128, 1)))))
+        assert sched.speculative.num_speculative_tokens_per_batch_size == [[1, 8, 2], [9, 128, 1]]
+    none = build_config(base, setting_overrides(base, Setting(0)))
+    assert not none.speculative.enabled and none.speculative.method == "none"

@@ -81,6 +81,12 @@ def _prepare(args: argparse.Namespace):
     k_max = args.k_max if args.k_max is not None else base.speculative.num_speculative_tokens
     if not 1 <= k_max <= MAX_K:
         raise ConfigError(f"--k-max: must be an integer in [1, {MAX_K}], got {k_max}")
+    used = base.speculative.acceptance_input()
+    if used in ("acceptance_per_position", "acceptance_histogram"):
+        given = len(getattr(base.speculative, used)) - (1 if used == "acceptance_histogram" else 0)
+        if k_max > given:
+            raise ConfigError(f"--k-max: speculative.{used} describes {given} guesses, fewer than --k-max {k_max}; "
+                              f"use --k-max <= {given} or give the input for {k_max}")
     if args.slo_ttft_ms <= 0 or args.slo_tpot_ms <= 0:
         raise ConfigError("--slo-ttft-ms/--slo-tpot-ms: must be > 0")
     if not 0 < args.tolerance < 1:
