@@ -260,3 +260,78 @@ def test_ray_executor_identical(reference, tmp_path):
     run = run_sweep(load_sweep(small_sweep()), tmp_path, jobs=2, executor="ray", progress=False)
     assert run.ran == 6
     assert run.csv_path.read_bytes() == reference
+
+
+# --------------------------------------------------------------------------- engine guards
+
+
+def test_row_metrics_code_is_in_the_code_digest():
+    """A change to the code that computes a row's metrics must change the digest that guards a journal."""
+    import inspect
+
+    from vidur_specdec.sweep import digest, row_metrics
+
+    src = Path(inspect.getsourcefile(row_metrics)).resolve()
+    pkg = Path(digest.__file__).resolve().parent.parent
+    assert str(src.relative_to(pkg)) in digest.ROW_CODE
+
+
+def test_journal_line_with_bad_metrics_is_refused_before_any_simulation(tmp_path, monkeypatch):
+    sw = load_sweep(small_sweep())
+    run_sweep(sw, tmp_path, jobs=1, progress=False)
+    j = tmp_path / ".tiny.journal.jsonl"
+    lines = j.read_text().splitlines(keepends=True)
+    obj = json.loads(lines[3])
+    obj["metrics"]["tpot_ms_p50"] = "fast"
+    lines[3] = json.dumps(obj, sort_keys=True) + "\n"
+    obj5 = json.loads(lines[5])
+    j.write_text("".join(lines[:5]))  # row of line 5 onwards is pending again
+    from vidur_specdec.sweep import executors
+
+    def no_run(*a, **k):
+        raise AssertionError("a row was simulated")
+
+    monkeypatch.setattr(executors, "run_row", no_run)
+    with pytest.raises(ConfigError) as e:
+        run_sweep(sw, tmp_path, jobs=1, progress=False)
+    msg = str(e.value)
+    assert "\n" not in msg and f"sweep row {obj['row']}" in msg and "tpot_ms_p50" in msg and "line 4" in msg
+    del obj5["metrics"]["restarts"]
+    j.write_text("".join(lines[:3]) + json.dumps(obj5, sort_keys=True) + "\n")
+    with pytest.raises(ConfigError, match=f"sweep row {obj5['row']}.*restarts is missing"):
+        run_sweep(sw, tmp_path, jobs=1, progress=False)
+
+
+def test_second_run_on_a_held_folder_is_refused_and_a_stale_lock_is_taken_over(tmp_path):
+    p = write(tmp_path, small_sweep(num_requests=10))
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (out / ".vidur_specdec.lock").write_text(f"{holder.pid}\n")
+        r = cli("--config", p, "--output-dir", out, "--jobs", "1")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert f"pid {holder.pid}" in r.stderr and "in use" in r.stderr
+        assert sorted(x.name for x in out.iterdir()) == [".vidur_specdec.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder is gone: its lock is stale, taken over, and removed at the end
+    r = cli("--config", p, "--output-dir", out, "--jobs", "1")
+    assert r.returncode == 0, r.stderr
+    assert (out / "tiny.csv").is_file() and not (out / ".vidur_specdec.lock").exists()
+
+
+def test_ray_with_unreachable_address_fails_fast_without_a_journal(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = write(tmp_path, small_sweep(num_requests=10))
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    r = cli("--config", p, "--output-dir", out, "--executor", "ray", "--address", f"127.0.0.1:{port}")
+    assert time.monotonic() - t0 < 30
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--address" in r.stderr, r.stderr
+    assert not out.exists()

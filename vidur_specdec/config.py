@@ -146,6 +146,9 @@ class SpeculativeConfig:
     draft_tensor_parallel_size: Optional[int] = _f(None, choices=TP_SIZES,
                                                    doc="drafter's TP: null = target's; else 1 or the target's (vLLM)")
     draft_profiles: Optional[str] = _f(None, doc="profile root for the drafter; null = same as profiles")
+    num_speculative_tokens_per_batch_size: Any = _f(
+        None, doc='vLLM\'s per-batch-size k schedule: {"1-16": 3, "17-64": 2} or [[1, 16, 3], [17, 64, 2]]; '
+                  "null = k fixed (vidur_specdec/schedule.py)")
 
     def acceptance_input(self) -> Optional[str]:
         """The acceptance input used: the most specific one given
@@ -366,6 +369,11 @@ def _check_speculative(s: "SpeculativeConfig") -> None:
     if s.acceptance_per_position is not None and len(s.acceptance_per_position) != k:
         raise ConfigError(f"speculative.acceptance_per_position: must have k = {k} entries, "
                           f"got {len(s.acceptance_per_position)}")
+    if s.num_speculative_tokens_per_batch_size is not None:  # vLLM's semantics: vidur_specdec/schedule.py
+        from vidur_specdec import schedule
+
+        s.num_speculative_tokens_per_batch_size = schedule.to_config_value(
+            schedule.parse(s.num_speculative_tokens_per_batch_size))
     if s.acceptance_histogram is not None:
         h = s.acceptance_histogram
         if len(h) != k + 1:

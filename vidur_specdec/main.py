@@ -94,6 +94,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from vidur_specdec import report
 
         return report.main(argv[1:])
+    if argv and argv[0] == "tune":  # python -m vidur_specdec.main tune --config CFG --output-dir DIR (docs/tune.md)
+        from vidur_specdec.tune import cli as tune_cli
+
+        return tune_cli.main(argv[1:])
     args = parse_args(argv)
     try:
         from vidur_specdec.config import read_yaml
@@ -104,7 +108,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
             return sweep.main(args)
         cfg = load(args.config, args.overrides)
+        from vidur_specdec.schedule import config_warnings
         from vidur_specdec.simulation import prepare, run_prepared
+
+        for line in config_warnings(cfg.speculative):  # k above num_speculative_tokens: clamped, as vLLM
+            print(f"warning: {line}", file=sys.stderr)
 
         prepared = prepare(cfg)
         out_dir = Path(args.output_dir) if args.output_dir else _fresh_run_dir()
@@ -122,6 +130,10 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{s['verify_attention']}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
           f"E2E p50 {s['e2e_ms']['p50']:.0f} ms, {s['throughput_tok_s']:.0f} tok/s "
           f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; simulated in {wall:.1f} s)")
+    from vidur_specdec.metrics import flip_warning
+
+    if flip_warning(s):  # k flipping at a schedule boundary (vLLM issue #49548)
+        print(flip_warning(s), file=sys.stderr)
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     return 0
 

@@ -23,8 +23,11 @@ REQUEST_COLUMNS = [
 STEP_COLUMNS = [
     "step", "replica", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "guesses",
     "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms", "comm_ms", "lm_head_ms",
-    "sampling_ms", "overhead_ms",
+    "sampling_ms", "overhead_ms", "k",
 ]
+# A run warns when more than this fraction of steps change k from the previous step
+# (vLLM issue #49548: throughput collapses when the batch size hovers at a schedule boundary).
+FLIP_WARN_FRACTION = 0.05
 
 
 class StepRecorder:
@@ -60,6 +63,7 @@ class StepRecorder:
             sum(batch_stage.num_q_tokens), decode_reqs, guesses, prefill_tokens, ctx_tokens,
             accepted, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
             execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
+            getattr(execution_time, "k", 0),
         ))
 
     def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:
@@ -108,6 +112,24 @@ def _pct(x: pd.Series) -> Dict[str, float]:
     return {"p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]), "mean": float(x.mean())}
 
 
+def k_flips(steps: pd.DataFrame) -> int:
+    """Steps whose k differs from the previous step's (0 without a per-batch-size schedule)."""
+    if "k" not in steps or len(steps) < 2:
+        return 0
+    k = steps["k"].to_numpy()
+    return int((k[1:] != k[:-1]).sum())
+
+
+def flip_warning(summary: Dict) -> str:
+    """One warning line when k flips on more than :data:`FLIP_WARN_FRACTION` of steps, else ''."""
+    flips, n = summary.get("k_flips", 0), summary.get("num_steps", 0)
+    if n and flips > FLIP_WARN_FRACTION * n:
+        return (f"warning: k changed on {flips} of {n} steps ({flips / n:.0%}): the batch size hovers at a "
+                "boundary of speculative.num_speculative_tokens_per_batch_size (vLLM issue #49548 reports "
+                "throughput collapsing there); widen that range or move the boundary")
+    return ""
+
+
 def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
     """Run summary: latency percentiles (ms), throughput (output tokens/s), acceptance drawn."""
     decode = int(req["decode_steps"].sum())
@@ -136,6 +158,7 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
         "sampling_ms_total": float(steps["sampling_ms"].sum()),
         "overhead_ms_total": float(steps["overhead_ms"].sum()),
         "restarts": int(req["restarts"].sum()),
+        "k_flips": k_flips(steps),
     }
     out.update(extra)
     return out

@@ -442,10 +442,11 @@ class StepTime:
     """
 
     __slots__ = ("target", "verify_ms", "draft_ms", "comm_ms", "lm_head_ms", "sampling_ms", "overhead_ms",
-                 "total_time", "model_time")
+                 "total_time", "model_time", "k")
 
-    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None) -> None:
+    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None, k: int = 0) -> None:
         self.target = target
+        self.k = k  # the k the step's guesses were drawn with (the scheduler's, 0 without speculation)
         self.comm_ms = comm_ms
         self.lm_head_ms = extra.lm_head_ms if extra is not None else 0.0
         self.sampling_ms = extra.sampling_ms if extra is not None else 0.0
@@ -522,7 +523,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         # it calls _get_tensor_parallel_communication_time only when the replica's TP > 1
         comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
         extra = self._overheads.cost(batch) if self._overheads is not None else None
-        return StepTime(target, draft_ms, comm_ms, extra)
+        return StepTime(target, draft_ms, comm_ms, extra, getattr(batch, "_specdec_k", 0))
 
     def _tok(self, batch) -> int:
         return batch.total_num_q_tokens

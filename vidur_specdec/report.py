@@ -6,8 +6,9 @@ no network). Controls choose the load and the acceptance rate (and the
 proposer, when the CSV holds more than one); the chart shows the predicted
 median TPOT speedup at each k under each verify-attention assumption, the two
 joined by a line (a bracket between two modelling assumptions, not a
-confidence interval), with the 1x line of the no-speculation baseline; the
-table lists the selection. The page is a pure function of the CSV (no
+confidence interval), with the 1x line of the no-speculation baseline; a
+second chart shows the speedup against load, one line per k (the load axis);
+the table lists the selection. The page is a pure function of the CSV (no
 timestamps), so the same CSV gives the same bytes.
 
 ``--markdown FILE`` also rewrites the block between ``<!-- recorded-table:NAME:begin -->``
@@ -204,6 +205,7 @@ p { margin: 6px 0; }
                    background: #fff; color: var(--ink); min-width: 190px; }
 #baseline { font-size: 14px; margin: 6px 0 0; }
 #chart { width: 100%; height: 430px; }
+#load-chart { width: 100%; height: 400px; }
 .note { font-size: 13px; color: var(--muted); }
 table { border-collapse: collapse; width: 100%; margin-top: 8px; font-size: 14px; }
 caption { text-align: left; color: var(--muted); font-size: 13px; padding-bottom: 6px; }
@@ -292,6 +294,7 @@ _JS = r"""
       legend: { orientation: 'h', y: -0.2 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff',
     };
     Plotly.react('chart', traces, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ['lasso2d', 'select2d'] });
+    drawLoad(s);
     const b = s.base;
     const bl = document.getElementById('baseline');
     bl.textContent = b ? ('No-speculation baseline at ' + num(s.q) + ' requests/s: TPOT p50 ' + fmt(b.tpot_ms_p50, 2) + ' ms, TTFT p50 ' + fmt(b.ttft_ms_p50, 0) +
@@ -313,12 +316,35 @@ _JS = r"""
     document.getElementById('caption').textContent = 'Recorded results at ' + num(s.q) + ' requests/s, acceptance rate \u03b1 = ' + num(s.a) +
       (methods.length > 1 ? ', proposer ' + s.m : '') + ' (times in ms, medians over the run\u2019s requests).';
   }
+  function drawLoad(s) {
+    // speedup against load: one line per k (per verify-attention assumption) at the selected alpha and proposer
+    const sl = spec.filter((r) => r.method === s.m && r.acceptance_rate === s.a && r.tpot_speedup !== null);
+    const atts = uniq(sl.map((r) => r.verify_attention)).sort((x, y) => (x === 'shared_kv' ? -1 : y === 'shared_kv' ? 1 : x < y ? -1 : 1));
+    const lt = [];
+    atts.forEach((att, ai) => uniq(sl.map((r) => r.k)).forEach((k) => {
+      const pts = sl.filter((r) => r.k === k && r.verify_attention === att).sort((p, q) => p.qps - q.qps);
+      if (!pts.length) return;
+      lt.push({ type: 'scatter', mode: 'lines+markers', name: 'k = ' + k + (atts.length > 1 ? ' \u2014 ' + (ATT[att] || att) : ''),
+                x: pts.map((r) => r.qps), y: pts.map((r) => r.tpot_speedup),
+                line: { dash: ai === 0 ? 'solid' : ai === 1 ? 'dash' : 'dot' }, marker: { symbol: SYMBOLS[att] || 'circle', size: 8 },
+                hovertemplate: '%{x} requests/s: %{y:.2f}\u00d7<extra>k = ' + k + ', ' + (ATT[att] || att) + '</extra>' });
+    }));
+    const ymax = Math.max(1.2, ...sl.map((r) => r.tpot_speedup)) * 1.12;
+    Plotly.react('load-chart', lt, {
+      margin: { l: 64, r: 20, t: 16, b: 48 }, font: { family: 'system-ui, sans-serif', size: 13, color: '#1d2330' },
+      xaxis: { type: 'log', title: { text: 'load (requests/s, log scale)' } },
+      yaxis: { title: { text: 'predicted median TPOT speedup (\u00d7)' }, range: [0, ymax], zeroline: false, gridcolor: '#e6e9ef' },
+      shapes: [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: 1, y1: 1, line: { color: '#1d2330', width: 1.5, dash: 'dash' } },
+               { type: 'line', x0: s.q, x1: s.q, yref: 'paper', y0: 0, y1: 1, line: { color: '#8a93a3', width: 1, dash: 'dot' } }],
+      legend: { orientation: 'h', y: -0.2 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff',
+    }, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ['lasso2d', 'select2d'] });
+  }
   loadSel.addEventListener('change', () => { refillAlpha(); draw(); });
   methodSel.addEventListener('change', () => { refillAlpha(); draw(); });
   alphaSel.addEventListener('change', draw);
   refillAlpha();
   draw();
-  window.specdecReport = { draw: draw, selection: selection };
+  window.specdecReport = { draw: draw, selection: selection, drawLoad: drawLoad };
 })();
 """
 
@@ -377,6 +403,12 @@ probability &alpha;), not a prediction: pick the rate you expect from your draft
 the grey line joins the two verify-attention assumptions: KV read once for all k+1 verify tokens (a lower
 bound on verify cost) and KV read per verify token (an upper bound). It brackets the modelling uncertainty; it
 is <strong>not a confidence interval</strong>.</p>
+<h2>Speedup against load</h2>
+<div id="load-chart" role="img" aria-label="Predicted median TPOT speedup against load, one line per k"></div>
+<p class="note">The same speedup at every recorded load, for the selected acceptance rate and proposer: one line
+per k (solid: KV read once; dashed: KV read per verify token). Where a line crosses the dashed 1&times; line,
+that k stops paying; the dotted vertical line marks the load selected above. <code>python -m vidur_specdec.main
+tune</code> finds that crossing by a bracketing search (docs/tune.md).</p>
 <h2>The selected results</h2>
 <table>
 <caption id="caption"></caption>

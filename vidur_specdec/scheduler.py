@@ -15,6 +15,14 @@ three things for a decoding request and leaves the rest to Sarathi:
 * **lookahead KV** — a step with guesses first holds blocks for
   ``processed + guesses + 1`` tokens (plain decodes keep Sarathi's rule); when
   they don't fit, Sarathi's preempt-by-recompute path runs as usual.
+* **per-batch-size k** — with a schedule (vLLM's
+  ``num_speculative_tokens_per_batch_size``, :mod:`vidur_specdec.schedule`)
+  the k of a step's guesses is looked up by the number of requests scheduled
+  in the previous step, prefills included: vLLM picks k in ``schedule()``
+  from ``len(num_scheduled_tokens)`` and the drafter proposes that many
+  guesses after the step's forward, to be verified in the next step. The
+  first step uses the static k (vLLM: no request scheduled -> static k).
+  Lookahead KV stays reserved for the static maximum k, as in vLLM.
 * **tokens advanced** — each decoding request in the new batch draws its
   accepted guesses from its own acceptance source (a seeded stream, or its
   trace line at its output position) and is told ``(guesses, accepted)``;
@@ -29,12 +37,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from vidur.config import SarathiSchedulerConfig
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
 from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
 from vidur.types import BaseIntEnum
+
+from vidur_specdec.schedule import KSchedule
 
 
 class SpecDecSchedulerType(BaseIntEnum):
@@ -51,6 +61,7 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     acceptance: Any = None  # vidur_specdec.acceptance.AcceptanceModel or acceptance_trace.TraceAcceptance
     tree_nodes: Optional[int] = None  # a token tree's node count: every step with guesses charges all of them
     max_draft_context: Optional[int] = None  # the drafter's max_model_len (tokens), if a drafter proposes
+    k_schedule: Optional[List[Tuple[int, int, int]]] = None  # [(lo, hi, k)], vLLM's per-batch-size schedule
 
     @staticmethod
     def get_type():
@@ -64,24 +75,29 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         super().__init__(*args, **kwargs)
         cfg: SpecSarathiSchedulerConfig = self._config
         self._acceptance = cfg.acceptance
-        self._k = cfg.num_speculative_tokens if cfg.acceptance is not None else 0
+        self._k_max = cfg.num_speculative_tokens if cfg.acceptance is not None else 0
+        self._k = self._k_max  # k of the step being built
+        self._schedule = (KSchedule(cfg.k_schedule, self._k_max, cfg.batch_size_cap)
+                          if cfg.k_schedule and self._k_max > 0 else None)
         self._max_draft_context = cfg.max_draft_context
         self._tree_nodes = cfg.tree_nodes if cfg.acceptance is not None else None
         self._guesses: Dict[int, int] = {}  # request id -> guesses planned for the step being built
+        self._reserve: Dict[int, int] = {}  # request id -> guesses its lookahead KV is reserved for
         self._decodes_to_place = 0  # decodes of the step being built not yet given their tokens
 
     # ------------------------------------------------------------------ tokens charged
-    def _wanted_guesses(self, request) -> int:
+    def _wanted_guesses(self, request, k: Optional[int] = None) -> int:
         """Guesses with an unlimited budget: min(k, tokens left − 1, drafter context left).
 
         With a token tree a request drafts the whole tree (N nodes) or nothing;
-        its accepted depth is capped at the tokens it still needs.
+        its accepted depth is capped at the tokens it still needs. ``k`` None is
+        the step's k (a per-batch-size schedule's, else the static one).
         """
         processed = request.num_processed_tokens
         left = request.total_tokens - processed - 1
         if self._tree_nodes is not None:
             return self._tree_nodes if left >= 1 else 0
-        wanted = min(self._k, left)
+        wanted = min(self._k if k is None else k, left)
         if self._max_draft_context is not None:  # the drafter stops at its own context limit (as vLLM)
             wanted = min(wanted, self._max_draft_context - processed)
         return max(0, wanted)
@@ -96,16 +112,19 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         if self._tree_nodes is not None and guesses < self._tree_nodes:
             guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
         self._guesses[request.id] = guesses
+        # lookahead KV: for this step's guesses; with a schedule, for the static maximum k (vLLM)
+        self._reserve[request.id] = guesses if self._schedule is None else \
+            max(guesses, self._wanted_guesses(request, self._k_max))
         return 1 + guesses
 
     # ------------------------------------------------------------------ lookahead KV
     def _lookahead_blocks(self, request) -> int:
-        """Blocks to add so the request holds ``processed + guesses + 1`` tokens."""
-        tokens = request.num_processed_tokens + self._guesses[request.id] + 1
+        """Blocks to add so the request holds ``processed + reserved guesses + 1`` tokens."""
+        tokens = request.num_processed_tokens + self._reserve[request.id] + 1
         return max(0, ceil(tokens / self._cache_config.block_size) - self._allocation_map[request.id])
 
     def _speculating(self, request) -> bool:
-        return request.id in self._allocation_map and self._guesses.get(request.id, 0) > 0
+        return request.id in self._allocation_map and self._reserve.get(request.id, 0) > 0
 
     def _can_allocate_request(self, request) -> bool:
         if not self._speculating(request):
@@ -123,6 +142,7 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
     # ------------------------------------------------------------------ tokens advanced
     def _get_next_batch(self, time: float):
         self._guesses.clear()
+        self._reserve.clear()
         self._decodes_to_place = min(
             self._max_micro_batch_size,
             sum(1 for r in self._preempted_requests if self._is_prefill_complete(r)),
@@ -130,6 +150,9 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         batch = super()._get_next_batch(time)
         if batch is None:
             return None
+        batch._specdec_k = self._k  # the k this step's guesses were drawn with (steps.csv column k)
+        if self._schedule is not None:  # the next step's k, from this step's scheduled requests (vLLM)
+            self._k = self._schedule.k_for(len(batch.requests))
         acc = self._acceptance
         for request, q in zip(batch.requests, batch.num_q_tokens):
             if not request.is_prefill_complete:

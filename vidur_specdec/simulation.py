@@ -279,6 +279,8 @@ def prepare(cfg: RunConfig) -> Prepared:
         acceptance=acceptance,
         tree_nodes=tree.num_nodes if tree else None,
         max_draft_context=proposer.max_context,
+        k_schedule=[tuple(r) for r in spec.num_speculative_tokens_per_batch_size]
+        if spec.enabled and spec.num_speculative_tokens_per_batch_size else None,
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources)
@@ -353,6 +355,8 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "profile_source": dict(p.profile_source),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
+        "num_speculative_tokens_per_batch_size": [list(r) for r in p.scheduler.k_schedule]
+        if p.scheduler.k_schedule else None,
         "verify_attention": p.cfg.speculative.verify_attention,
         "expected_accepted_per_full_step": acc.mean_accepted if acc else 0.0,  # None for a trace
         "acceptance_input": p.cfg.speculative.acceptance_input() if acc else None,

@@ -1,0 +1,184 @@
+"""``python -m vidur_specdec.main tune --config CFG --output-dir DIR [...]``: options and the entry point.
+
+Contract shared with the command-line work: :func:`add_arguments` adds this
+command's options to a parser (``--config``, ``--output-dir`` and ``--set``
+only when the parser lacks them) and :func:`run` takes the parsed arguments and
+returns the exit status (0 done, 2 a bad input: one line ``error: ...``, nothing
+written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from vidur_specdec.config import MAX_K, ConfigError, load
+
+# Default SLOs: MLPerf Inference v5.0's interactive Llama-2-70B scenario (TTFT p99 <= 450 ms,
+# TPOT p99 <= 40 ms), the published interactive serving target closest to this project's models.
+DEFAULT_SLO_TTFT_MS = 450.0
+DEFAULT_SLO_TPOT_MS = 40.0
+DEFAULT_SLO_PERCENTILE = 99
+DEFAULT_TOLERANCE = 0.05
+CHECK_MARGIN = 0.03  # the schedule must be within 3 % of the best static k and of k = 0 at each checked load
+
+
+def _has(parser: argparse.ArgumentParser, option: str) -> bool:
+    return option in parser._option_string_actions
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """Add the tune options to ``ap``."""
+    if not _has(ap, "--config"):
+        ap.add_argument("--config", required=True, help="run config YAML (see configs/default.yaml)")
+    if not _has(ap, "--output-dir"):
+        ap.add_argument("--output-dir", required=True, help="output folder")
+    if not _has(ap, "--set"):
+        ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                        help="override any config key (repeatable)")
+    if not _has(ap, "--jobs"):
+        ap.add_argument("--jobs", type=int, default=None, help="parallel simulations (default: all cores)")
+    if not _has(ap, "--executor"):
+        ap.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="local process pool (default) or a Ray cluster")
+    if not _has(ap, "--address"):
+        ap.add_argument("--address", default=None, help="--executor ray: cluster address (default: start Ray locally)")
+    if not _has(ap, "--overwrite"):
+        ap.add_argument("--overwrite", action="store_true", help="discard the folder's tune journal and start over")
+    ap.add_argument("--k-max", type=int, default=None,
+                    help="largest static k searched (default: the config's num_speculative_tokens)")
+    ap.add_argument("--objective", choices=("tpot", "throughput", "goodput"), default="tpot",
+                    help="best k at a load: lowest TPOT p50 (default), highest output throughput, or highest "
+                         "goodput (requests/s meeting both SLOs)")
+    ap.add_argument("--slo-ttft-ms", type=float, default=DEFAULT_SLO_TTFT_MS,
+                    help=f"TTFT SLO in ms at --slo-percentile (default {DEFAULT_SLO_TTFT_MS:g}, MLPerf interactive)")
+    ap.add_argument("--slo-tpot-ms", type=float, default=DEFAULT_SLO_TPOT_MS,
+                    help=f"TPOT SLO in ms at --slo-percentile (default {DEFAULT_SLO_TPOT_MS:g}, MLPerf interactive)")
+    ap.add_argument("--slo-percentile", type=int, choices=(50, 90, 99), default=DEFAULT_SLO_PERCENTILE,
+                    help="percentile the SLOs apply to (default 99)")
+    ap.add_argument("--load-axis", choices=("qps", "concurrency"), default="qps",
+                    help="open-loop arrival rate (workload.qps) or closed-loop concurrency (workload.concurrency)")
+    ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                    help=f"relative width at which a load bracket stops (default {DEFAULT_TOLERANCE:g})")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m vidur_specdec.main tune",
+                                 description="Find where speculation stops paying and a per-batch-size k schedule.")
+    add_arguments(ap)
+    return ap
+
+
+def _prepare(args: argparse.Namespace):
+    """Every check that needs no simulation; returns (base, k_max, axis, slo, options, out_dir)."""
+    from vidur_specdec.tune.points import get_axis
+
+    base = load(args.config, getattr(args, "overrides", []) or [])
+    if base.speculative.method == "none":
+        raise ConfigError("speculative.method: tune needs a proposer (ngram, fixed, draft_model, ...); got none")
+    k_max = args.k_max if args.k_max is not None else base.speculative.num_speculative_tokens
+    if not 1 <= k_max <= MAX_K:
+        raise ConfigError(f"--k-max: must be an integer in [1, {MAX_K}], got {k_max}")
+    used = base.speculative.acceptance_input()
+    if used in ("acceptance_per_position", "acceptance_histogram"):
+        given = len(getattr(base.speculative, used)) - (1 if used == "acceptance_histogram" else 0)
+        if k_max > given:
+            raise ConfigError(f"--k-max: speculative.{used} describes {given} guesses, fewer than --k-max {k_max}; "
+                              f"use --k-max <= {given} or give the input for {k_max}")
+    if args.slo_ttft_ms <= 0 or args.slo_tpot_ms <= 0:
+        raise ConfigError("--slo-ttft-ms/--slo-tpot-ms: must be > 0")
+    if not 0 < args.tolerance < 1:
+        raise ConfigError(f"--tolerance: must be in (0, 1), got {args.tolerance}")
+    axis = get_axis(args.load_axis)
+    slo = {"ttft_ms": float(args.slo_ttft_ms), "tpot_ms": float(args.slo_tpot_ms), "percentile": args.slo_percentile}
+    options = {"k_max": k_max, "objective": args.objective, "tolerance": args.tolerance, "load_axis": axis.name}
+    out_dir = Path(args.output_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--output-dir: {out_dir} exists and is not a folder")
+    return base, k_max, axis, slo, options, out_dir
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a tune from parsed arguments; returns the exit status."""
+    from vidur_specdec.sweep.executors import check_executor, default_jobs
+    from vidur_specdec.sweep.lock import FolderLock
+
+    lock = None
+    try:
+        base, k_max, axis, slo, options, out_dir = _prepare(args)
+        jobs = args.jobs if args.jobs is not None else default_jobs()
+        if jobs < 1:
+            raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
+        check_executor(args.executor, args.address)
+        from vidur_specdec.simulation import prepare
+        from vidur_specdec.tune.choose import choose_schedule
+        from vidur_specdec.tune.points import Evaluator, Setting, build_config, setting_overrides
+        from vidur_specdec.tune.search import OBJECTIVES, Tuner
+        from vidur_specdec.tune.outputs import write_all
+
+        for k in (0, k_max):  # profiles found, memory fits, predictors fitted (workers inherit them)
+            prepare(build_config(base, setting_overrides(base, Setting(k))))
+        ev = Evaluator(base, axis, out_dir, slo, options, jobs, args.executor, args.address,
+                       bool(getattr(args, "overwrite", False)))
+        lock = FolderLock(out_dir)
+        if out_dir.is_dir():
+            lock.acquire()
+        if not out_dir.is_dir():
+            out_dir.mkdir(parents=True)
+            lock.acquire()
+        ev.open()
+        print(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
+              f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
+              f"{slo['tpot_ms']:g} ms, on {jobs} {args.executor} worker{'s' if jobs > 1 else ''} -> {out_dir}",
+              file=sys.stderr, flush=True)
+        tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo)
+        res = tuner.tune(lambda: choose_schedule(base, k_max))
+        paths = write_all(out_dir, ev, res, options, tuner.meets)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished points are saved in the output folder's journal; rerun the same command "
+              "to resume", file=sys.stderr)
+        return 130
+    finally:
+        if lock is not None:
+            lock.release()
+    _report(res, axis, ev)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _report(res, axis, ev) -> None:
+    f = axis.fmt
+    for k in sorted(res.crossover):
+        c = res.crossover[k]
+        where = (f"{f(c)} {axis.name} (between {f(res.crossover_bracket[k][0])} and {f(res.crossover_bracket[k][1])})"
+                 if c is not None else f"none ({res.crossover_note.get(k, '')})")
+        print(f"crossover k={k}: {where}")
+    cap = res.capacity
+    print(f"capacity under the SLOs: {f(cap['none']) if cap.get('none') is not None else '-'} without speculation, "
+          f"{f(cap['speculative']) if cap.get('speculative') is not None else '-'} with the schedule")
+    print("best static k: " + ", ".join(f"{f(x)}: {k}" for x, k in res.best_k.items()))
+    print("schedule: " + ", ".join(f"{lo}-{hi}: {k}" for lo, hi, k in res.schedule))
+    for c in res.checks:
+        sb, s0 = c["shortfall_vs_best"], c["shortfall_vs_k0"]
+        print(f"check at {f(c['load'])} {axis.name}: schedule {100 * (sb or 0):+.1f} % against the best static "
+              f"k={c['best_static_k']}, {100 * (s0 or 0):+.1f} % against k=0 (negative: better)")
+        if (sb is not None and sb > CHECK_MARGIN) or (s0 is not None and s0 > CHECK_MARGIN):
+            print(f"warning: at {f(c['load'])} {axis.name} the schedule is more than {CHECK_MARGIN:.0%} worse than "
+                  "a static k; prefer that k there", file=sys.stderr)
+        n = c.get("num_steps") or 0
+        if n and (c.get("k_flips") or 0) > 0.05 * n:
+            print(f"warning: at {f(c['load'])} {axis.name} the schedule changes k on {c['k_flips']} of {n} steps "
+                  "(vLLM issue #49548)", file=sys.stderr)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run(parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

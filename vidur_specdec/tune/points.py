@@ -1,0 +1,283 @@
+"""Simulated points of a tune: the load axis, each point's config, its metrics, and the journal-backed runner.
+
+A *point* is the base config at one load with one speculation setting: no
+speculation (k = 0), a static k, or a per-batch-size schedule. Points run on
+the sweep package's executors (local pool or Ray) and are recorded in its
+journal (``DIR/.tune.journal.jsonl``), so a rerun of the same tune reuses them
+and an interrupted one resumes. Results never depend on ``--jobs`` or the
+executor: a point's numbers come from its config alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, from_dict
+from vidur_specdec.sweep.definition import SweepRow, identity
+from vidur_specdec.sweep.digest import _canon, _sha, code_digest, profile_digests
+from vidur_specdec.sweep.executors import _run_local, _run_ray
+from vidur_specdec.sweep.journal import Journal
+from vidur_specdec.sweep.worker import METRIC_COLUMNS, metrics_problem, row_metrics
+
+TUNE_FORMAT = 1
+# Metrics a tune records beyond a sweep row's (requests per second meeting both SLOs).
+EXTRA_METRICS = ["goodput_req_s", "k_flips"]
+TUNE_METRICS = METRIC_COLUMNS + EXTRA_METRICS
+PERCENTILES = (50, 90, 99)
+
+
+# --------------------------------------------------------------------------- the load axis
+
+
+@dataclass(frozen=True)
+class LoadAxis:
+    """How a load value becomes config overrides; ``integer`` axes bisect on integers."""
+
+    name: str                 # summary.json load_unit
+    key: str                  # the config key that carries the load
+    integer: bool
+    default_start: float      # first load tried when searching capacity
+
+    def available(self) -> bool:
+        return self.key.split(".")[-1] in {f.name for f in dataclasses.fields(WorkloadConfig)}
+
+    def overrides(self, load: float) -> Dict[str, Any]:
+        if self.name == "concurrency":
+            return {"workload.arrival": "closed", "workload.concurrency": int(load)}
+        return {self.key: float(load)}
+
+    def norm(self, load: float) -> float:
+        """A load as the search uses it: 4 significant digits (qps) or a whole number >= 1 (concurrency)."""
+        if self.integer:
+            return float(max(1, int(round(load))))
+        return float(f"{load:.4g}")
+
+    def mid(self, lo: float, hi: float) -> Optional[float]:
+        """The geometric midpoint strictly inside (lo, hi), or None when nothing is left between them."""
+        m = self.norm(math.sqrt(lo * hi))
+        return m if lo < m < hi else None
+
+    def converged(self, lo: float, hi: float, tol: float) -> bool:
+        return self.mid(lo, hi) is None or hi <= lo * (1.0 + tol)
+
+    def fmt(self, load: float) -> str:
+        return str(int(load)) if self.integer else f"{load:g}"
+
+
+AXES = {
+    "qps": LoadAxis("qps", "workload.qps", False, 1.0),
+    "concurrency": LoadAxis("concurrency", "workload.concurrency", True, 4.0),
+}
+
+
+def get_axis(name: str) -> LoadAxis:
+    if name not in AXES:
+        raise ConfigError(f"--load-axis: must be one of {', '.join(AXES)}, got {name!r}")
+    axis = AXES[name]
+    if not axis.available():
+        raise ConfigError(f"--load-axis {name}: this build has no {axis.key} (closed-loop load, "
+                          "workload.arrival: closed); use --load-axis qps")
+    return axis
+
+
+# --------------------------------------------------------------------------- one point
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Speculation of a point: ``k`` static guesses (0 = none), or a schedule ``((lo, hi, k), ...)``."""
+
+    k: int
+    schedule: Optional[Tuple[Tuple[int, int, int], ...]] = None
+
+    @property
+    def label(self) -> str:
+        return "schedule" if self.schedule is not None else f"k={self.k}"
+
+
+def truncated_acceptance(spec: SpeculativeConfig, k: int) -> Dict[str, Any]:
+    """Acceptance keys for ``k`` guesses from an input given for a larger k (the first k positions).
+
+    ``acceptance_rate`` needs nothing; ``acceptance_per_position`` keeps its
+    first k rates; ``acceptance_histogram`` folds P(accepted >= k) into k.
+    """
+    used = spec.acceptance_input()
+    if used == "acceptance_per_position":
+        return {"speculative.acceptance_per_position": list(spec.acceptance_per_position[:k])}
+    if used == "acceptance_histogram":
+        h = list(spec.acceptance_histogram)
+        return {"speculative.acceptance_histogram": h[:k] + [float(sum(h[k:]))]}
+    return {}
+
+
+def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
+    """The dotted-key overrides that turn the base config's speculation into ``s``."""
+    if s.k == 0 and s.schedule is None:
+        return {"speculative.method": "none", "speculative.num_speculative_tokens": 0}
+    ov: Dict[str, Any] = {"speculative.num_speculative_tokens": s.k,
+                          "speculative.num_speculative_tokens_per_batch_size":
+                              [list(r) for r in s.schedule] if s.schedule is not None else None}
+    ov.update(truncated_acceptance(base.speculative, s.k))
+    return ov
+
+
+def build_config(base: RunConfig, overrides: Dict[str, Any]) -> RunConfig:
+    from vidur_specdec.config import set_dotted
+
+    d = base.to_dict()
+    for key, v in overrides.items():
+        set_dotted(d, key, v)
+    cfg = from_dict(d)
+    if not cfg.speculative.enabled:
+        cfg.speculative = SpeculativeConfig(method="none", num_speculative_tokens=0)
+    return cfg
+
+
+def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict:
+    """Run one point (in a worker): a sweep row's metrics plus goodput (requests/s meeting both SLOs).
+
+    A request meets the SLOs when its TTFT <= ``slo_ttft_ms`` and its TPOT <=
+    ``slo_tpot_ms`` (a one-token request has no TPOT and meets that part).
+    """
+    from vidur_specdec.simulation import simulate
+
+    t0 = time.perf_counter()
+    result = simulate(config_dict)
+    wall = time.perf_counter() - t0
+    m = row_metrics(result)
+    req = result.requests
+    ok = (req["ttft_ms"] <= slo_ttft_ms) & ~(req["tpot_ms"] > slo_tpot_ms)
+    span = result.summary["makespan_s"]
+    m["goodput_req_s"] = float(ok.sum() / span) if span > 0 else None
+    m["k_flips"] = int(result.summary["k_flips"])
+    return {"metrics": m, "wall_s": wall, "code": code_digest(),
+            "profiles": profile_digests(result.config, fresh=True)}
+
+
+def tune_metrics_problem(metrics) -> Optional[str]:
+    """A journal line's metrics: a sweep row's, plus :data:`EXTRA_METRICS`."""
+    if not isinstance(metrics, dict):
+        return f"metrics is {type(metrics).__name__}, not a mapping"
+    missing = [c for c in EXTRA_METRICS if c not in metrics]
+    if missing:
+        return f"metric {missing[0]} is missing"
+    extra = {c: metrics[c] for c in EXTRA_METRICS}
+    why = metrics_problem({k: v for k, v in metrics.items() if k not in extra})
+    if why is not None:
+        return why
+    for c, v in extra.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
+            return f"metric {c} is {v!r}, not a finite number"
+    return None
+
+
+@dataclass
+class Point:
+    index: int
+    phase: str                 # capacity, grid, crossover, check
+    load: float
+    setting: Setting
+    overrides: Dict[str, Any]
+    config: RunConfig
+    row_id: str
+    metrics: Optional[Dict] = None
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+def _tune_code() -> str:
+    """The simulator's code digest plus this module's (it computes goodput)."""
+    return _sha(code_digest() + Path(__file__).read_text())
+
+
+class Evaluator:
+    """Runs points once each (journal-backed), in parallel, in a deterministic order."""
+
+    def __init__(self, base: RunConfig, axis: LoadAxis, out_dir: Path, slo: Dict[str, float], options: Dict,
+                 jobs: int, executor: str, address: Optional[str], overwrite: bool,
+                 log: Optional[Callable[[str], None]] = None) -> None:
+        self.base, self.axis, self.out_dir, self.slo = base, axis, Path(out_dir), slo
+        self.jobs, self.executor, self.address, self.log = jobs, executor, address, log
+        from vidur_specdec import __version__
+
+        self.tune_hash = _sha(_canon({"format": TUNE_FORMAT, "base": identity(base), "axis": axis.name,
+                                      "slo": slo, "options": options, "version": __version__,
+                                      "profiles": profile_digests(base)}))
+        self.code = _tune_code()
+        self.header = {"journal": 1, "sweep": "tune", "sweep_hash": self.tune_hash, "code": self.code, "rows": None}
+        self.journal = Journal(self.out_dir / ".tune.journal.jsonl", self.header, check=tune_metrics_problem)
+        self.overwrite = overwrite
+        self.points: List[Point] = []
+        self._by_id: Dict[str, Point] = {}
+        self._fn = functools.partial(run_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"])
+        self.simulated = 0
+
+    def open(self) -> None:
+        """Read the journal (after the folder lock is held); start a new one when absent or overwritten."""
+        self.journal.read(self.overwrite, self.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.overwrite or not self.journal.path.exists() or self.journal.path.stat().st_size == 0:
+            self.journal._append(self.header, "wb")
+            self.journal.done.clear()
+
+    def point(self, phase: str, load: float, setting: Setting) -> Point:
+        """The point for (load, setting), created (not run) on first use; the first phase names it."""
+        ov = dict(self.axis.overrides(load))
+        ov.update(setting_overrides(self.base, setting))
+        try:
+            cfg = build_config(self.base, ov)
+        except ConfigError as e:
+            raise ConfigError(f"tune point ({self.axis.name} {self.axis.fmt(load)}, {setting.label}): {e}") from None
+        rid = _sha(_canon(identity(cfg)))
+        p = self._by_id.get(rid)
+        if p is None:
+            p = Point(len(self.points), phase, load, setting, ov, cfg, rid)
+            self.points.append(p)
+            self._by_id[rid] = p
+        return p
+
+    def run(self, points: Sequence[Point]) -> None:
+        """Give every point its metrics: from the journal when recorded, else simulated now."""
+        todo = []
+        for p in points:
+            if p.metrics is not None or p in todo:
+                continue
+            done = self.journal.done.get(p.index)
+            if done is not None:
+                if done.get("row_id") != p.row_id:
+                    raise ConfigError(f"--output-dir: {self.journal.path} does not match this tune at point "
+                                      f"{p.index}; rerun with --overwrite to start over")
+                p.metrics = done["metrics"]
+            else:
+                todo.append(p)
+        if not todo:
+            return
+        rows = [SweepRow(p.index, p.overrides, p.config, p.row_id, "") for p in todo]
+        by_index = {p.index: p for p in todo}
+
+        def on_done(row: SweepRow, result: Dict) -> None:
+            if result.get("code") != code_digest():
+                raise ConfigError(f"--executor {self.executor}: a worker runs different simulator code "
+                                  f"(code {result.get('code')}, here {code_digest()}); install the same version "
+                                  "everywhere")
+            self.journal.add(row, result)
+            by_index[row.index].metrics = result["metrics"]
+
+        self.simulated += len(rows)
+        if self.executor == "ray":
+            _run_ray(rows, self.jobs, self.address, on_done, fn=self._fn)
+        else:
+            warm = [rows[0].config_dict]
+            _run_local(rows, self.jobs, warm, on_done, fn=self._fn)
+
+    def metrics(self, phase: str, load: float, setting: Setting) -> Dict:
+        p = self.point(phase, load, setting)
+        self.run([p])
+        return p.metrics

@@ -1,0 +1,267 @@
+"""The searches of a tune: capacity under the SLOs, the load grid, each static k's crossover, the checks.
+
+Loads are searched on a log scale. A *bracket* ``[lo, hi]`` holds two simulated
+loads on either side of what is sought (SLOs met / not met; speedup >= 1 / < 1);
+it is bisected at its geometric midpoint (a whole number on the concurrency
+axis) until ``hi <= lo * (1 + tolerance)`` or no load is left between the two.
+Each round of a search submits all its points at once (every k's crossover
+bisects in the same round), so ``--jobs`` workers stay busy; the points and so
+every output depend only on the config and the options, never on ``--jobs``.
+
+* **capacity** of a setting: the highest simulated load whose TTFT and TPOT
+  at the SLO percentile meet the SLOs. Starting at the axis' first load,
+  2 loads a factor 2 apart per round are tried upwards (downwards when the first
+  fails) until one fails (meets), then the bracket is bisected.
+* **grid**: loads ``cap * 2**e`` for e in :data:`GRID_EXPONENTS` (cap/4 to
+  2 cap, a factor 2**0.25 apart above cap/2; cap: the capacity without
+  speculation), every static k = 0 .. k_max at each.
+* **crossover** of k: the first grid interval where the TPOT p50 speedup
+  over k = 0 goes from >= 1 to < 1, bisected; null when the speedup is
+  already below 1 at the lowest grid load or never falls below 1.
+* **checks**: the chosen schedule at ``cap/4`` (low), ``cap/2`` (middle) and
+  ``cap`` (high), against every static k there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from vidur_specdec.config import ConfigError
+from vidur_specdec.tune.points import Evaluator, Point, Setting
+
+# Grid loads: capacity * 2**e, denser from cap/2 to 2 cap, where speedups change fastest (queues build).
+GRID_EXPONENTS = (-2, -1, -0.5, -0.25, 0, 0.25, 0.5, 0.75, 1)
+CHECK_EXPONENTS = (-2, -1, 0)            # low, middle, high
+EXPAND_PER_ROUND = 2                     # loads tried per round while looking for a capacity bracket
+MAX_EXPAND_ROUNDS = 6                    # 12 doublings: a factor 4096 either way
+
+
+# --------------------------------------------------------------------------- objectives
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What "best" means when comparing settings at one load (``column`` of a point's metrics)."""
+
+    name: str
+    column: str
+    higher_is_better: bool
+
+    def value(self, m: Dict) -> Optional[float]:
+        return m.get(self.column)
+
+    def better(self, a: Optional[float], b: Optional[float]) -> bool:
+        if a is None:
+            return False
+        if b is None:
+            return True
+        return a > b if self.higher_is_better else a < b
+
+    def shortfall(self, value: Optional[float], best: Optional[float]) -> Optional[float]:
+        """How much worse ``value`` is than ``best``, as a fraction of ``best`` (<= 0: as good or better)."""
+        if value is None or best is None or best == 0:
+            return None
+        return (best - value) / best if self.higher_is_better else (value - best) / best
+
+
+OBJECTIVES = {
+    "tpot": Objective("tpot", "tpot_ms_p50", False),
+    "throughput": Objective("throughput", "throughput_tok_s", True),
+    "goodput": Objective("goodput", "goodput_req_s", True),
+}
+
+
+def speedup(base: Dict, m: Dict) -> Optional[float]:
+    """TPOT p50 speedup over no speculation at the same load."""
+    b, t = base.get("tpot_ms_p50"), m.get("tpot_ms_p50")
+    return b / t if b is not None and t else None
+
+
+# --------------------------------------------------------------------------- the tune
+
+
+@dataclass
+class TuneResult:
+    capacity: Dict[str, Optional[float]] = field(default_factory=dict)
+    capacity_bracket: Dict[str, Optional[List[float]]] = field(default_factory=dict)
+    grid: List[float] = field(default_factory=list)
+    best_k: Dict[float, int] = field(default_factory=dict)
+    crossover: Dict[int, Optional[float]] = field(default_factory=dict)
+    crossover_bracket: Dict[int, Optional[List[float]]] = field(default_factory=dict)
+    crossover_note: Dict[int, str] = field(default_factory=dict)
+    schedule: List[Tuple[int, int, int]] = field(default_factory=list)
+    schedule_table: Dict = field(default_factory=dict)
+    checks: List[Dict] = field(default_factory=list)
+    schedule_setting: Optional[Setting] = None
+
+
+class Tuner:
+    def __init__(self, ev: Evaluator, k_max: int, tolerance: float, objective: Objective, slo: Dict) -> None:
+        self.ev, self.k_max, self.tol, self.objective, self.slo = ev, k_max, tolerance, objective, slo
+        self.axis = ev.axis
+
+    # ------------------------------------------------------------------ helpers
+    def meets(self, m: Dict) -> bool:
+        pct = self.slo["percentile"]
+        ttft, tpot = m.get(f"ttft_ms_p{pct}"), m.get(f"tpot_ms_p{pct}")
+        return (ttft is not None and ttft <= self.slo["ttft_ms"]) and (tpot is None or tpot <= self.slo["tpot_ms"])
+
+    def _run(self, phase: str, pairs: List[Tuple[float, Setting]]) -> List[Point]:
+        pts = [self.ev.point(phase, load, s) for load, s in pairs]
+        self.ev.run(pts)
+        return pts
+
+    # ------------------------------------------------------------------ capacity
+    def capacity(self, setting: Setting, start: float) -> Tuple[Optional[float], Optional[List[float]]]:
+        """(highest load meeting the SLOs, its bracket); (None, None) when even the lowest load tried fails."""
+        ax = self.axis
+        ok: Optional[float] = None
+        bad: Optional[float] = None
+        first = self._run("capacity", [(ax.norm(start), setting)])[0]
+        up = self.meets(first.metrics)
+        if up:
+            ok = first.load
+        else:
+            bad = first.load
+        for r in range(MAX_EXPAND_ROUNDS):
+            base = ok if up else bad
+            loads = []
+            for i in range(1, EXPAND_PER_ROUND + 1):
+                x = ax.norm(base * (2.0 ** i if up else 2.0 ** -i))
+                if x not in loads and x != base:
+                    loads.append(x)
+            if not loads:
+                break
+            pts = self._run("capacity", [(x, setting) for x in loads])
+            for p in pts:  # in order away from base: the first that flips ends the expansion
+                if self.meets(p.metrics) == up:
+                    if up:
+                        ok = p.load
+                    else:
+                        bad = p.load
+                    continue
+                if up:
+                    bad = p.load
+                else:
+                    ok = p.load
+                break
+            if ok is not None and bad is not None:
+                break
+        if ok is None:
+            return None, None
+        if bad is None:
+            return ok, None  # meets the SLOs at every load tried
+        lo, hi = ok, bad
+        while not ax.converged(lo, hi, self.tol):
+            mid = ax.mid(lo, hi)
+            p = self._run("capacity", [(mid, setting)])[0]
+            if self.meets(p.metrics):
+                lo = mid
+            else:
+                hi = mid
+        return lo, [lo, hi]
+
+    # ------------------------------------------------------------------ grid and crossovers
+    def grid_loads(self, cap: float) -> List[float]:
+        loads: List[float] = []
+        for e in GRID_EXPONENTS:
+            x = self.axis.norm(cap * 2.0 ** e)
+            if x not in loads:
+                loads.append(x)
+        return loads
+
+    def run_grid(self, loads: List[float]) -> Dict[Tuple[float, int], Dict]:
+        pairs = [(x, Setting(k)) for x in loads for k in range(self.k_max + 1)]
+        pts = self._run("grid", pairs)
+        return {(p.load, p.setting.k): p.metrics for p in pts}
+
+    def crossovers(self, loads: List[float], table: Dict[Tuple[float, int], Dict], res: TuneResult) -> None:
+        brackets: Dict[int, List[float]] = {}
+        for k in range(1, self.k_max + 1):
+            s = [speedup(table[(x, 0)], table[(x, k)]) for x in loads]
+            res.crossover[k], res.crossover_bracket[k] = None, None
+            if s[0] is not None and s[0] < 1:
+                res.crossover_note[k] = f"speedup {s[0]:.3f} < 1 already at the lowest load searched"
+                continue
+            for i in range(1, len(loads)):
+                if s[i] is not None and s[i] < 1 <= (s[i - 1] or 0):
+                    brackets[k] = [loads[i - 1], loads[i]]
+                    break
+            else:
+                res.crossover_note[k] = "speedup >= 1 at every load searched"
+        while True:
+            live = {k: b for k, b in brackets.items() if not self.axis.converged(b[0], b[1], self.tol)}
+            if not live:
+                break
+            pairs = []
+            for k, (lo, hi) in sorted(live.items()):
+                mid = self.axis.mid(lo, hi)
+                pairs += [(mid, Setting(0)), (mid, Setting(k))]
+            pts = self._run("crossover", pairs)
+            for j, k in enumerate(sorted(live)):
+                base, pk = pts[2 * j], pts[2 * j + 1]
+                sp = speedup(base.metrics, pk.metrics)
+                if sp is not None and sp >= 1:
+                    brackets[k][0] = pk.load
+                else:
+                    brackets[k][1] = pk.load
+        for k, (lo, hi) in brackets.items():
+            res.crossover_bracket[k] = [lo, hi]
+            res.crossover[k] = self.axis.norm(math.sqrt(lo * hi)) if not self.axis.integer else hi
+
+    def best_k(self, loads: List[float], table: Dict[Tuple[float, int], Dict]) -> Dict[float, int]:
+        out = {}
+        for x in loads:
+            best = 0
+            for k in range(1, self.k_max + 1):
+                if self.objective.better(self.objective.value(table[(x, k)]), self.objective.value(table[(x, best)])):
+                    best = k
+            out[x] = best
+        return out
+
+    # ------------------------------------------------------------------ the whole tune
+    def tune(self, choose) -> TuneResult:
+        """Run every search; ``choose()`` returns (schedule ranges, table) from the step-cost model."""
+        res = TuneResult()
+        none = Setting(0)
+        cap, bracket = self.capacity(none, self.axis.default_start)
+        if cap is None:
+            raise ConfigError(f"--slo-ttft-ms/--slo-tpot-ms: not met without speculation even at "
+                              f"{self.axis.name} {self.axis.fmt(self.axis.norm(self.axis.default_start * 2.0 ** -12))}; "
+                              "loosen the SLOs")
+        res.capacity["none"], res.capacity_bracket["none"] = cap, bracket
+        loads = self.grid_loads(cap)
+        res.grid = loads
+        table = self.run_grid(loads)
+        res.best_k = self.best_k(loads, table)
+        self.crossovers(loads, table, res)
+
+        ranges, sched_table = choose()
+        res.schedule, res.schedule_table = ranges, sched_table
+        # num_speculative_tokens: the schedule's largest k (at least 1, as vLLM requires; all-zero = plain decoding)
+        sched = Setting(max(1, max(k for _, _, k in ranges)), tuple(ranges))
+        res.schedule_setting = sched
+        check_loads = []
+        for e in CHECK_EXPONENTS:
+            x = self.axis.norm(cap * 2.0 ** e)
+            if x not in check_loads:
+                check_loads.append(x)
+        pts = self._run("check", [(x, sched) for x in check_loads])
+        for x, p in zip(check_loads, pts):
+            statics = {k: table[(x, k)] for k in range(self.k_max + 1)}
+            best = res.best_k[x]
+            v, vb, v0 = (self.objective.value(p.metrics), self.objective.value(statics[best]),
+                         self.objective.value(statics[0]))
+            res.checks.append({
+                "load": x, "best_static_k": best,
+                "schedule": v, "best_static": vb, "k0": v0,
+                "shortfall_vs_best": self.objective.shortfall(v, vb),
+                "shortfall_vs_k0": self.objective.shortfall(v, v0),
+                "schedule_speedup": speedup(statics[0], p.metrics),
+                "best_static_speedup": speedup(statics[0], statics[best]),
+                "k_flips": p.metrics.get("k_flips"), "num_steps": p.metrics.get("num_steps"),
+            })
+        res.capacity["speculative"], res.capacity_bracket["speculative"] = self.capacity(sched, cap)
+        return res
