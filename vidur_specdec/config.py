@@ -16,7 +16,7 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
 
@@ -150,6 +150,9 @@ class RunConfig:
     speculative: SpeculativeConfig = _f(SpeculativeConfig())
     predictor: PredictorConfig = _f(PredictorConfig())
 
+    # The folder relative paths were resolved against (set by load(); not a config key).
+    base_dir: typing.ClassVar[Optional[Path]] = None
+
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -180,6 +183,19 @@ def _range_text(meta, tp) -> str:
     return _type_name(tp)
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars (``numpy.int64``, ``numpy.float32``, ``numpy.bool_``) and arrays as Python values."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
 def _coerce(key: str, value: Any, tp, meta) -> Any:
     """Check one value against its declared type and range; return it normalised."""
     origin = typing.get_origin(tp)
@@ -193,6 +209,7 @@ def _coerce(key: str, value: Any, tp, meta) -> Any:
             if typing.get_origin(inner) in (list, List) and "[" in str(e).split(":")[0]:
                 raise  # an element of the list is wrong: its own message is precise
             raise ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}") from None
+    value = _plain(value)
     bad = ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}")
     if origin in (list, List):
         if not isinstance(value, (list, tuple)):
@@ -320,38 +337,166 @@ def set_dotted(data: Dict, key: str, value) -> None:
     node[parts[-1]] = copy.deepcopy(value)
 
 
-def apply_overrides(data: Dict, overrides: List[str]) -> Dict:
-    """Return a copy of ``data`` with each ``key.path=value`` override applied."""
+def override_list(overrides: Union[str, Sequence[str], None]) -> List[str]:
+    """``overrides`` as a list: one ``key.path=value`` string, or a list/tuple of them, or None."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping) or not isinstance(overrides, (list, tuple)):
+        raise ConfigError(f"overrides: must be a 'key.path=value' string or a list of them, got {overrides!r}")
+    for o in overrides:
+        if not isinstance(o, str):
+            raise ConfigError(f"overrides: each entry must be a 'key.path=value' string, got {o!r}")
+    return list(overrides)
+
+
+def apply_overrides(data: Dict, overrides: Union[str, Sequence[str], None]) -> Dict:
+    """Return a copy of ``data`` with each ``key.path=value`` override applied (a string or a list of them)."""
     out = copy.deepcopy(data) if data else {}
-    for assignment in overrides or []:
+    for assignment in override_list(overrides):
         set_dotted(out, *parse_set(assignment))
     return out
 
 
-def read_yaml(path: Union[str, Path]) -> Dict:
-    """Read a YAML mapping; a missing or unparsable file is a :class:`ConfigError`."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"--config: file not found: {p}")
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that repeats a key (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    hash(key)
+                except TypeError:
+                    continue  # PyYAML reports an unhashable key itself
+                if key in seen:
+                    raise _DuplicateKey(key, seen[key], key_node.start_mark.line + 1)
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, first_line: int, line: int):
+        super().__init__(key)
+        self.key, self.first_line, self.line = key, first_line, line
+
+
+def parse_yaml_text(text: str, where: str) -> Any:
+    """Parse YAML text; a syntax error or a repeated key is a one-line :class:`ConfigError` naming ``where``."""
     try:
-        data = yaml.safe_load(p.read_text())
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except _DuplicateKey as e:
+        raise ConfigError(f"{e.key}: duplicate key in {where} (line {e.line}; first at line {e.first_line}); "
+                          "give each key once") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"--config: {p} is not valid YAML{where}") from None
+        at = f" (line {mark.line + 1})" if mark else ""
+        raise ConfigError(f"--config: {where} is not valid YAML{at}") from None
+
+
+def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
+    """Read a YAML mapping; a missing, unreadable, non-UTF-8 or unparsable file is a :class:`ConfigError`.
+
+    A key given twice in one mapping is an error naming the key and its line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what}: file not found: {p}")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {p}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    try:
+        data = parse_yaml_text(text, str(p))
+    except ConfigError as e:
+        msg = str(e)
+        if msg.startswith("--config: ") and what != "--config":
+            msg = what + msg[len("--config"):]
+        raise ConfigError(msg) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"--config: {p} must hold a mapping at top level")
+        raise ConfigError(f"{what}: {p} must hold a mapping at top level")
     return data
 
 
-def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Optional[List[str]] = None) -> RunConfig:
-    """Load a config from a path, a mapping or a :class:`RunConfig`, applying ``overrides``."""
+# --------------------------------------------------------------------------- relative paths
+
+# Path-valued keys, resolved against the folder of the file that names them (a run config,
+# a sweep file, or a sweep's base file). Other modules add their keys with register_path_key.
+# A value in the tuple after the key is left as written (a keyword, not a path).
+PATH_KEYS: Dict[str, tuple] = {
+    "profiles": ("shipped",),
+    "workload.trace_file": (),
+    "speculative.draft_profiles": (),
+    "predictor.cache_dir": (),
+}
+
+
+def register_path_key(key: str, keywords: Sequence[str] = ()) -> None:
+    """Declare a dotted config key path-valued (e.g. a device or model YAML); ``keywords`` stay as written."""
+    PATH_KEYS[key] = tuple(keywords)
+
+
+def resolve_path(value: Any, base: Union[str, Path, None], keywords: Sequence[str] = ()) -> Any:
+    """``value`` as a path resolved against folder ``base``.
+
+    None, non-strings, the ``keywords`` (e.g. ``shipped``), absolute paths and
+    ``~`` paths come back as written (``~`` expanded); ``base`` None means the
+    working directory (the value is returned unchanged).
+    """
+    if not isinstance(value, str) or not value or value in keywords or base is None:
+        return value
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return str(p) if value.startswith("~") else value
+    return str(Path(base) / p)
+
+
+def resolve_paths(data: Dict, base: Union[str, Path, None]) -> Dict:
+    """Resolve every :data:`PATH_KEYS` value present in the raw mapping ``data`` against ``base`` (in place)."""
+    if base is None or not isinstance(data, dict):
+        return data
+    for key, keywords in PATH_KEYS.items():
+        *parents, last = key.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and last in node:
+            node[last] = resolve_path(node[last], base, keywords)
+    return data
+
+
+def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[str, Sequence[str], None] = None,
+         base_dir: Union[str, Path, None] = None) -> RunConfig:
+    """Load a config from a path, a mapping or a :class:`RunConfig`, applying ``overrides``.
+
+    Relative paths in a file (``profiles``, ``workload.trace_file``, ... see
+    :data:`PATH_KEYS`) resolve against that file's folder; in a mapping, against
+    ``base_dir`` (default: the working directory, i.e. left as written).
+    Overrides (``--set``) come from the command line and stay relative to the
+    working directory. The result's ``base_dir`` attribute is that folder
+    (None for the working directory).
+    """
     if isinstance(source, RunConfig):
         data = source.to_dict()
+        base_dir = base_dir if base_dir is not None else getattr(source, "base_dir", None)
     elif isinstance(source, (str, Path)):
         data = read_yaml(source)
+        base_dir = Path(source).resolve().parent
     else:
-        data = dict(source or {})
-    return from_dict(apply_overrides(data, overrides or []))
+        if source is not None and not isinstance(source, Mapping):
+            raise ConfigError(f"config: must be a YAML path, a mapping or a RunConfig, got {type(source).__name__}")
+        data = copy.deepcopy(dict(source or {}))
+    resolve_paths(data, base_dir)
+    cfg = from_dict(apply_overrides(data, overrides))
+    cfg.base_dir = Path(base_dir) if base_dir is not None else None
+    return cfg

@@ -28,6 +28,12 @@ class ValidateError(ConfigError):
     """Bad input to the harness (file, URL, counters); the message is one line."""
 
 
+# The server under validation failed (unreachable, or too few requests answered): exit status 3.
+from vidur_specdec.cli import ServiceError  # noqa: E402,F401  (re-exported for the harness)
+
+MIN_MEASURED_SHARE = 0.9  # a replay that measured fewer requests than this is a failed measurement
+
+
 def raise_fd_limit(want: int = 65536) -> int:
     """Raise this process's open-file soft limit towards ``want`` (never above the hard limit).
 

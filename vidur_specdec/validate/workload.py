@@ -85,9 +85,29 @@ def generate_trace(cfg: RunConfig, arrival: Optional[str] = None, cv: float = 1.
     })
 
 
+def with_token_ids(df: pd.DataFrame, seed: int, token_id_range=DEFAULT_TOKEN_RANGE) -> pd.DataFrame:
+    """``df`` with seeded ``prompt_token_ids`` for the rows that have none (a trace in the simulator's format).
+
+    The ids are drawn as :func:`generate_trace` draws them (:func:`prompt_ids`, stream ``[seed, 2]``).
+    """
+    out = df.copy()
+    if "prompt_token_ids" not in out:
+        out["prompt_token_ids"] = [None] * len(out)
+    missing = [i for i, v in enumerate(out["prompt_token_ids"]) if v is None]
+    if missing:
+        drawn = prompt_ids([int(out["prompt_tokens"].iloc[i]) for i in missing], seed, token_id_range)
+        ids = list(out["prompt_token_ids"])
+        for i, lst in zip(missing, drawn):
+            ids[i] = lst
+        out["prompt_token_ids"] = ids
+    return out
+
+
 def write_trace(df: pd.DataFrame, path: Union[str, Path]) -> Path:
     """Write a trace as CSV (ids space-separated) or JSONL (ids as lists), chosen by the suffix."""
     path = Path(path)
+    if any(v is None for v in df["prompt_token_ids"]):
+        raise ValidateError(f"{path}: rows without prompt_token_ids; draw them with with_token_ids() first")
     out = df[TRACE_COLUMNS].copy()
     if path.suffix in (".jsonl", ".json"):
         lines = []
