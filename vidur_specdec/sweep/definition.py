@@ -1,0 +1,288 @@
+"""Sweep files: parsing, grid expansion, row identity, parameter columns, baselines and the sweep hash."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+from vidur_specdec.config import (
+    ConfigError,
+    RunConfig,
+    SpeculativeConfig,
+    apply_overrides,
+    from_dict,
+    read_yaml,
+    set_dotted,
+)
+from vidur_specdec.sweep.digest import _canon, _sha, profile_digests
+
+SWEEP_KEYS = ("sweep", "base", "grid", "rows")
+JOURNAL_FORMAT = 1
+
+# Parameter columns every sweep CSV has: (column, dotted config key).
+STANDARD_PARAMS = [
+    ("model", "model"),
+    ("device", "device"),
+    ("profiles", "profiles"),
+    ("num_requests", "workload.num_requests"),
+    ("qps", "workload.qps"),
+    ("method", "speculative.method"),
+    ("k", "speculative.num_speculative_tokens"),
+    ("acceptance_rate", "speculative.acceptance_rate"),
+    ("verify_attention", "speculative.verify_attention"),
+]
+# Measured per row (floats, ms / tokens per s / tokens), in this order.
+METRIC_COLUMNS = [
+    "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
+    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99",
+    "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
+    "throughput_tok_s", "mean_tokens_per_step", "accepted_per_proposed",
+    "ttft_ms_mean_first50", "ttft_ms_mean_last50",
+    "makespan_s", "mean_step_ms", "num_steps", "restarts",
+]
+INT_METRICS = {"num_steps", "restarts"}
+
+
+@dataclass
+class SweepRow:
+    index: int
+    overrides: Dict[str, Any]      # dotted key -> value, as written in the sweep file
+    config: RunConfig              # resolved and normalised
+    row_id: str
+    load_id: str                   # hash of the resolved config without its speculative section
+
+    @property
+    def config_dict(self) -> Dict:
+        return self.config.to_dict()
+
+    @property
+    def is_baseline(self) -> bool:
+        return not self.config.speculative.enabled
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={_fmt_value(v)}" for k, v in self.overrides.items()) or "base config"
+
+
+@dataclass
+class Sweep:
+    name: str
+    description: str
+    rows: List[SweepRow]
+    columns: List[str]
+    param_columns: List[Tuple[str, str]]     # (column, dotted key)
+    sweep_hash: str
+    source: Optional[str] = None
+    baseline_of: Dict[int, Optional[int]] = field(default_factory=dict)
+
+    @property
+    def csv_name(self) -> str:
+        return f"{self.name}.csv"
+
+    @property
+    def journal_name(self) -> str:
+        return f".{self.name}.journal.jsonl"
+
+
+def is_sweep(data: Mapping) -> bool:
+    """True when a loaded YAML mapping describes a sweep (a top-level ``sweep``, ``grid`` or ``rows`` key)."""
+    return isinstance(data, Mapping) and any(k in data for k in ("sweep", "grid", "rows"))
+
+
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _fmt_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, separators=(",", ":"))
+    return str(v)
+
+
+def _get_dotted(data: Mapping, key: str):
+    node = data
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def _check_key(where: str, key) -> str:
+    if not isinstance(key, str) or not _KEY_RE.match(key):
+        raise ConfigError(f"{where}: {key!r} is not a dotted config key (e.g. speculative.acceptance_rate)")
+    return key
+
+
+def _expand_grid(where: str, grid) -> List[Dict[str, Any]]:
+    if not isinstance(grid, Mapping):
+        raise ConfigError(f"{where}: must be a mapping of dotted.key: [values], got {grid!r}")
+    if not grid:
+        raise ConfigError(f"{where}: is empty; give at least one key with a list of values")
+    keys, values = [], []
+    for key, vals in grid.items():
+        _check_key(where, key)
+        if not isinstance(vals, list):
+            raise ConfigError(f"{where}.{key}: must be a list of values, got {vals!r}")
+        if not vals:
+            raise ConfigError(f"{where}.{key}: empty list of values, so the grid has no rows")
+        keys.append(key)
+        values.append(vals)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def _normalise(cfg: RunConfig) -> RunConfig:
+    if not cfg.speculative.enabled:
+        cfg.speculative = SpeculativeConfig(method="none", num_speculative_tokens=0)
+    return cfg
+
+
+# Keys that cannot change a run's numbers, left out of row identity.
+NOT_IDENTITY = ("predictor.cache_dir",)
+
+
+def identity(cfg: RunConfig) -> Dict:
+    """The resolved config a row id is the hash of: ``cfg`` without :data:`NOT_IDENTITY` keys."""
+    d = cfg.to_dict()
+    for key in NOT_IDENTITY:
+        *path, last = key.split(".")
+        node = d
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+            if not node and path:
+                parent = d
+                for part in path[:-1]:
+                    parent = parent[part]
+                parent.pop(path[-1])
+    return d
+
+
+def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]] = None,
+               name: Optional[str] = None) -> Sweep:
+    """Parse, expand and validate a sweep (a YAML path or a mapping); ``overrides`` apply to ``base``.
+
+    Raises :class:`ConfigError` (one line) on an unknown top-level key, an empty
+    grid, a bad or unknown config key in any row, or two rows that are the same run.
+    """
+    src = None
+    base_dir = Path.cwd()
+    if isinstance(source, (str, Path)):
+        src = str(source)
+        data = read_yaml(source)
+        base_dir = Path(source).resolve().parent
+        default_name = Path(source).stem
+    else:
+        data = dict(source or {})
+        default_name = "sweep"
+    unknown = [k for k in data if k not in SWEEP_KEYS]
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown top-level key in a sweep file; allowed: {', '.join(SWEEP_KEYS)} "
+                          "(run config keys go under base:)")
+    meta = data.get("sweep") or {}
+    if not isinstance(meta, Mapping):
+        raise ConfigError(f"sweep: must be a mapping with name/description, got {meta!r}")
+    bad = [k for k in meta if k not in ("name", "description")]
+    if bad:
+        raise ConfigError(f"sweep.{bad[0]}: unknown key; allowed under sweep: name, description")
+    sweep_name = name or meta.get("name") or default_name
+    if not isinstance(sweep_name, str) or not _NAME_RE.match(sweep_name):
+        raise ConfigError(f"sweep.name: must be letters, digits, '_', '-', '.', got {sweep_name!r}")
+    description = meta.get("description") or ""
+    if not isinstance(description, str):
+        raise ConfigError("sweep.description: must be a string")
+
+    base = data.get("base") or {}
+    if isinstance(base, str):
+        p = Path(base) if Path(base).is_absolute() else base_dir / base
+        if not p.is_file():
+            raise ConfigError(f"base: file not found: {base}")
+        base = read_yaml(p)
+    if not isinstance(base, Mapping):
+        raise ConfigError(f"base: must be a run config mapping or a path to one, got {base!r}")
+    try:
+        base = apply_overrides(dict(base), overrides or [])
+        from_dict(base)
+    except ConfigError as e:
+        raise ConfigError(f"base: {e}") from None
+
+    grid = data.get("grid")
+    rows = data.get("rows")
+    if grid is None and rows is None:
+        raise ConfigError("grid: a sweep needs a grid: or rows:")
+    expanded: List[Tuple[str, Dict[str, Any]]] = []
+    if grid is not None:
+        grids = grid if isinstance(grid, list) else [grid]
+        if not grids:
+            raise ConfigError("grid: is empty; give at least one key with a list of values")
+        for gi, g in enumerate(grids):
+            where = "grid" if not isinstance(grid, list) else f"grid[{gi}]"
+            expanded += [(where, r) for r in _expand_grid(where, g)]
+    if rows is not None:
+        if not isinstance(rows, list):
+            raise ConfigError(f"rows: must be a list of {{dotted.key: value}} mappings, got {rows!r}")
+        if not rows:
+            raise ConfigError("rows: is empty; give at least one row")
+        for ri, r in enumerate(rows):
+            if not isinstance(r, Mapping):
+                raise ConfigError(f"rows[{ri}]: must be a mapping of dotted.key: value, got {r!r}")
+            for k in r:
+                _check_key(f"rows[{ri}]", k)
+            expanded.append((f"rows[{ri}]", dict(r)))
+
+    out: List[SweepRow] = []
+    seen: Dict[str, int] = {}
+    for i, (where, ov) in enumerate(expanded):
+        data_i = copy.deepcopy(dict(base))
+        try:
+            for k, v in ov.items():
+                set_dotted(data_i, k, v)
+            cfg = _normalise(from_dict(data_i))
+        except ConfigError as e:
+            raise ConfigError(f"{where} (sweep row {i}: {', '.join(f'{k}={_fmt_value(v)}' for k, v in ov.items())}): "
+                              f"{e}") from None
+        d = identity(cfg)
+        rid = _sha(_canon(d))
+        if rid in seen:
+            j = seen[rid]
+            why = " (speculation is off in both, so their speculative.* keys have no effect)" \
+                if not cfg.speculative.enabled else ""
+            raise ConfigError(f"{where}: sweep rows {j} and {i} are the same run{why}: "
+                              f"{out[j].describe()} | {', '.join(f'{k}={_fmt_value(v)}' for k, v in ov.items())}")
+        seen[rid] = i
+        d.pop("speculative")
+        out.append(SweepRow(i, ov, cfg, rid, _sha(_canon(d))))
+
+    # parameter columns: the standard ones, then any other varied key in order of first appearance
+    std_keys = {k for _, k in STANDARD_PARAMS}
+    params = list(STANDARD_PARAMS)
+    if any(r.config.speculative.method == "draft_model" for r in out):
+        params.append(("draft_model", "speculative.draft_model"))
+    std_keys |= {k for _, k in params}
+    for r in out:
+        for k in r.overrides:
+            if k not in std_keys and all(k != c for c, _ in params):
+                params.append((k, k))
+                std_keys.add(k)
+    columns = ["row", "row_id"] + [c for c, _ in params] + METRIC_COLUMNS + ["tpot_speedup", "baseline_row",
+                                                                             "sweep_hash"]
+    baselines = {r.load_id: r.index for r in out if r.is_baseline}
+    baseline_of = {r.index: baselines.get(r.load_id) for r in out}
+
+    profiles: Dict[str, str] = {}
+    for r in out:
+        profiles.update(profile_digests(r.config))
+    from vidur_specdec import __version__
+
+    sweep_hash = _sha(_canon({"format": JOURNAL_FORMAT, "rows": [r.row_id for r in out], "columns": columns,
+                              "profiles": profiles, "version": __version__}))
+    return Sweep(sweep_name, description, out, columns, params, sweep_hash, src, baseline_of)

@@ -1,0 +1,81 @@
+"""The resumable journal: a header line, then one JSON line per finished row."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict
+
+from vidur_specdec.config import ConfigError
+from vidur_specdec.sweep.definition import SweepRow
+
+
+class Journal:
+    """``.<name>.journal.jsonl``: a header line, then one line per finished row (appended, fsynced)."""
+
+    def __init__(self, path: Path, header: Dict):
+        self.path = path
+        self.header = header
+        self.done: Dict[int, Dict] = {}
+
+    def read(self, overwrite: bool, out_dir: Path) -> None:
+        if not self.path.exists() or overwrite:
+            return
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        good_end = 0
+        pos = 0
+        header = None
+        for n, line in enumerate(lines):
+            end = pos + len(line) + 1
+            complete = end <= len(raw)  # the line ends with a newline
+            if not complete:
+                break  # a half-written last line: ignored, truncated below
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                if end == len(raw):
+                    break  # garbled last line
+                raise ConfigError(f"--output-dir: {self.path} is corrupt at line {n + 1}; "
+                                  "remove it or rerun with --overwrite") from None
+            if header is None:
+                header = obj if isinstance(obj, dict) else {}
+                self._check_header(header, out_dir)
+            elif isinstance(obj, dict) and isinstance(obj.get("row"), int) and isinstance(obj.get("metrics"), dict):
+                self.done[obj["row"]] = obj
+            else:
+                raise ConfigError(f"--output-dir: {self.path} is corrupt at line {n + 1}; "
+                                  "remove it or rerun with --overwrite")
+            good_end = end
+            pos = end
+        if header is None:
+            self.done.clear()
+            good_end = 0
+        if good_end != len(raw):
+            with open(self.path, "r+b") as f:
+                f.truncate(good_end)
+                f.flush()
+                os.fsync(f.fileno())
+
+    def _check_header(self, obj: Dict, out_dir: Path) -> None:
+        h = self.header
+        if obj.get("sweep_hash") != h["sweep_hash"]:
+            raise ConfigError(f"--output-dir: {out_dir} holds results of a different sweep "
+                              f"({self.path.name}: sweep hash {obj.get('sweep_hash')}, this sweep {h['sweep_hash']}); "
+                              "use another --output-dir, or --overwrite to discard them")
+        if obj.get("code") != h["code"]:
+            raise ConfigError(f"--output-dir: {self.path} was written by different simulator code "
+                              f"(code {obj.get('code')}, now {h['code']}); rerun with --overwrite to start over")
+
+    def _append(self, obj: Dict, mode: str = "ab") -> None:
+        with open(self.path, mode) as f:
+            f.write((json.dumps(obj, sort_keys=True) + "\n").encode())
+            f.flush()
+            os.fsync(f.fileno())
+
+    def add(self, row: SweepRow, result: Dict) -> None:
+        obj = {"row": row.index, "row_id": row.row_id, "metrics": result["metrics"],
+               "wall_s": round(result["wall_s"], 4)}
+        self._append(obj)
+        self.done[row.index] = obj

@@ -1,0 +1,124 @@
+"""Running a sweep: check the output folder, prepare every row, run the pending ones, write the CSV."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Union
+
+from vidur_specdec.config import ConfigError
+from vidur_specdec.sweep.definition import JOURNAL_FORMAT, Sweep, SweepRow, _canon
+from vidur_specdec.sweep.digest import code_digest, profile_digests
+from vidur_specdec.sweep.executors import _run_local, _run_ray, default_jobs
+from vidur_specdec.sweep.journal import Journal
+from vidur_specdec.sweep.table import _atomic_write, _csv_sweep_hash, csv_text
+
+
+@dataclass
+class SweepRun:
+    csv_path: Path
+    rows: int
+    ran: int
+    skipped: int
+    wall_s: float
+    row_wall_s: Dict[int, float]
+
+
+def run_sweep(sweep: Sweep, out_dir: Union[str, Path], jobs: Optional[int] = None, executor: str = "local",
+              address: Optional[str] = None, overwrite: bool = False, progress: bool = True,
+              log: Optional[Callable[[str], None]] = None) -> SweepRun:
+    """Run the rows not yet in the output folder's journal, then write ``<name>.csv`` atomically.
+
+    Every check (the folder belongs to this sweep, each row prepares) happens
+    before anything in ``out_dir`` is written; ``log`` gets one line when the work starts.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--output-dir: {out_dir} exists and is not a folder")
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"--executor: must be one of local, ray, got {executor!r}")
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
+    csv_path = out_dir / sweep.csv_name
+    header = {"journal": JOURNAL_FORMAT, "sweep": sweep.name, "sweep_hash": sweep.sweep_hash,
+              "code": code_digest(), "rows": len(sweep.rows)}
+    journal = Journal(out_dir / sweep.journal_name, header)
+
+    # refuse, before touching anything, an output folder that belongs to another sweep
+    if csv_path.exists() and not overwrite:
+        h = _csv_sweep_hash(csv_path)
+        if h != sweep.sweep_hash:
+            what = f"sweep hash {h}" if h else "not a sweep CSV"
+            raise ConfigError(f"--output-dir: {csv_path} belongs to a different sweep ({what}, this sweep "
+                              f"{sweep.sweep_hash}); use another --output-dir, or --overwrite to replace it")
+    journal.read(overwrite, out_dir)
+    for i, obj in journal.done.items():
+        if i >= len(sweep.rows) or obj.get("row_id") != sweep.rows[i].row_id:
+            raise ConfigError(f"--output-dir: {journal.path} does not match this sweep at row {i}; "
+                              "rerun with --overwrite to start over")
+    pending = [r for r in sweep.rows if r.index not in journal.done]
+
+    # every pending row must prepare (profiles found, memory fits) before any work starts;
+    # this also fits the predictors once here, which forked workers inherit
+    warm: List[Dict] = []
+    seen_inputs = set()
+    for r in pending:
+        key = _canon([r.config.profiles, r.config.device, r.config.model, r.config.speculative.method,
+                      r.config.speculative.draft_model, r.config.speculative.draft_profiles])
+        try:
+            from vidur_specdec.simulation import prepare
+
+            prepare(r.config)
+        except ConfigError as e:
+            raise ConfigError(f"sweep row {r.index} ({r.describe()}): {e}") from None
+        if key not in seen_inputs:
+            seen_inputs.add(key)
+            warm.append(r.config_dict)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if overwrite or not journal.path.exists() or journal.path.stat().st_size == 0:
+        journal._append(header, "wb")  # a new journal (read() empties one without a valid header)
+
+    if log is not None:
+        where = f"{jobs} {executor} worker{'s' if jobs > 1 else ''}" if executor == "local" else \
+            f"Ray ({address or 'local'})"
+        log(f"sweep {sweep.name}: {len(sweep.rows)} rows, {len(pending)} to run"
+            f"{f' ({len(journal.done)} already done)' if journal.done else ''} on {where} -> {csv_path}")
+    bar = None
+    if progress and pending:
+        from tqdm import tqdm
+
+        tqdm.monitor_interval = 0  # no monitor thread (the local pool forks)
+        bar = tqdm(total=len(sweep.rows), initial=len(sweep.rows) - len(pending), desc=sweep.name,
+                   unit="row", file=sys.stderr, dynamic_ncols=True)
+    walls: Dict[int, float] = {}
+    my_code = header["code"]
+
+    def on_done(row: SweepRow, result: Dict) -> None:
+        if result.get("code") != my_code:
+            raise ConfigError(f"--executor {executor}: a worker runs different simulator code "
+                              f"(code {result.get('code')}, here {my_code}); install the same version everywhere")
+        if result.get("profiles") != profile_digests(row.config):
+            raise ConfigError(f"--executor {executor}: a worker read different profile files for sweep row "
+                              f"{row.index}; use the same profiles everywhere (profiles: shipped or a shared path)")
+        journal.add(row, result)
+        walls[row.index] = result["wall_s"]
+        if bar is not None:
+            bar.update(1)
+
+    t0 = time.perf_counter()
+    try:
+        if executor == "ray":
+            _run_ray(pending, jobs, address, on_done)
+        else:
+            _run_local(pending, jobs, warm, on_done)
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t0
+    text = csv_text(sweep, {i: obj["metrics"] for i, obj in journal.done.items()})
+    _atomic_write(csv_path, text)
+    return SweepRun(csv_path, len(sweep.rows), len(pending), len(sweep.rows) - len(pending), wall, walls)
