@@ -51,7 +51,7 @@ class ServiceError(Exception):
 # (name, module, one-line help): the subcommands, in --help order.
 SUBCOMMANDS = [
     ("run", "vidur_specdec.main", "simulate one run config; writes requests.csv, steps.csv, summary.json"),
-    ("sweep", "vidur_specdec.sweep", "run every row of a sweep file, in parallel and resumably, into one CSV"),
+    ("sweep", "vidur_specdec.sweep.cli", "run every row of a sweep file, in parallel and resumably, into one CSV"),
     ("report", "vidur_specdec.report", "write the results explorer page (HTML) for a sweep CSV"),
     ("tune", "vidur_specdec.tune.cli", "search a config space for the best settings under a latency target"),
     ("profiles", "vidur_specdec.profiles.cli", "build, compare and calibrate analytical operator profiles"),

@@ -324,7 +324,11 @@ def parse_set(assignment: str) -> tuple:
 
 
 def set_dotted(data: Dict, key: str, value) -> None:
-    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``, creating mappings on the way (in place)."""
+    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``, creating mappings on the way (in place).
+
+    A mapping value merges into an existing mapping key by key (``workload={qps: 1}`` changes
+    only ``workload.qps``); any other value replaces what was there.
+    """
     node = data
     parts = key.split(".")
     for i, part in enumerate(parts[:-1]):
@@ -334,7 +338,19 @@ def set_dotted(data: Dict, key: str, value) -> None:
         elif not isinstance(child, dict):
             raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, cannot set {key}")
         node = child
-    node[parts[-1]] = copy.deepcopy(value)
+    last = parts[-1]
+    if isinstance(value, Mapping) and isinstance(node.get(last), dict):
+        _merge(node[last], value)
+    else:
+        node[last] = copy.deepcopy(dict(value) if isinstance(value, Mapping) else value)
+
+
+def _merge(dst: Dict, src: Mapping) -> None:
+    for k, v in src.items():
+        if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v)
+        else:
+            dst[k] = copy.deepcopy(dict(v) if isinstance(v, Mapping) else v)
 
 
 def override_list(overrides: Union[str, Sequence[str], None]) -> List[str]:

@@ -276,9 +276,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def _classic(args: argparse.Namespace) -> int:
     if _is_sweep_file(args.config):
-        from vidur_specdec import sweep
+        from vidur_specdec.sweep.cli import run as run_sweep_command
 
-        return sweep.main(args)
+        return run_sweep_command(args)
     return _run_one(args)
 
 

@@ -21,7 +21,7 @@ def _sha(text: Union[str, bytes], n: int = 16) -> str:
 
 
 # Modules whose code cannot change a row's numbers (CLI, sweep runner, report page).
-_NOT_MODEL_CODE = {"main.py", "sweep.py", "report.py", "__main__.py"}
+_NOT_MODEL_CODE = {"main.py", "sweep.py", "report.py", "__main__.py", "cli.py"}
 _CODE_DIGEST: Optional[str] = None
 
 
