@@ -235,6 +235,8 @@ def _run_one(args: argparse.Namespace) -> int:
     from vidur_specdec.simulation import prepare, run_prepared
 
     prepared = prepare(cfg)
+    for w in prepared.warnings:  # values that run but are probably wrong (also in summary.json)
+        print(f"warning: {w}", file=sys.stderr)
     folder = RunFolder(args.output_dir, overwrite=getattr(args, "overwrite", False))
     folder.reserve()
     try:
@@ -245,8 +247,6 @@ def _run_one(args: argparse.Namespace) -> int:
     finally:
         folder.discard()
     s = result.summary
-    for w in s.get("warnings", []):
-        print(f"warning: {w}", file=sys.stderr)
     print(f"{s['num_requests']} requests, {s['method']} k={s['num_speculative_tokens']}, "
           f"{s['verify_attention']}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
           f"E2E p50 {s['e2e_ms']['p50']:.0f} ms, {s['throughput_tok_s']:.0f} tok/s "

@@ -42,7 +42,7 @@ from vidur.types import BaseIntEnum
 
 from vidur_specdec import acceptance as acceptance_mod
 from vidur_specdec import memory, proposers, verify_cost
-from vidur_specdec.config import ConfigError, RunConfig, load
+from vidur_specdec.config import ConfigError, RunConfig, config_warnings, load
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.models import KNOWN_MODELS, ModelSpec
 from vidur_specdec.predictor import (
@@ -192,6 +192,7 @@ class Prepared:
     predictor: SpecDecPredictorConfig
     scheduler: SpecSarathiSchedulerConfig
     profile_files: Dict[str, str]
+    warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
 
 
 def _describe(path: Path, root: str) -> str:
@@ -224,6 +225,7 @@ def prepare(cfg: RunConfig) -> Prepared:
                           draft=draft_spec)
     except ValueError as e:
         raise ConfigError(f"scheduler.memory_margin_fraction: {e}") from None
+    warnings = config_warnings(cfg, gpu_blocks=mem.num_blocks)
     if cfg.scheduler.num_blocks is not None:
         mem = dataclasses.replace(mem, num_blocks=cfg.scheduler.num_blocks)
     specs = generate(cfg.workload, cfg.seed)
@@ -248,7 +250,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         acceptance=acceptance_mod.build(spec, cfg.seed),
         max_draft_context=draft_spec.max_model_len if draft_spec else None,
     )
-    return Prepared(cfg, specs, model, mem, predictor, scheduler, files)
+    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, warnings)
 
 
 def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=None) -> SimulationConfig:
@@ -306,6 +308,7 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "kv_blocks_draft": int(p.memory.draft_blocks),
         "memory": p.memory.to_dict(),
         "seed": p.cfg.seed,
+        "warnings": list(p.warnings),
     }
     return SimulationResult(req, steps, summarize(req, steps, extra), p.cfg)
 
