@@ -28,6 +28,12 @@ def run(args: argparse.Namespace) -> int:
     """Run a sweep; bad input raises for the CLI's one error path, Ctrl-C keeps the finished rows (130)."""
     from vidur_specdec.cli import EXIT_INTERRUPTED
 
+    from vidur_specdec.config import ConfigError, read_yaml
+    from vidur_specdec.sweep.definition import is_sweep
+
+    if not is_sweep(read_yaml(args.config)):
+        raise ConfigError(f"--config: {args.config} is a run config (no top-level sweep:, grid: or rows: key); "
+                          f"run it with `python -m vidur_specdec run --config {args.config}`")
     out = sweep = None
     try:
         sweep = load_sweep(args.config, getattr(args, "overrides", []))
