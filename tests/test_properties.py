@@ -7,7 +7,8 @@ output lengths, seed — runs it, and checks:
 
 * each request produces exactly its requested output tokens, and
   ``output_tokens = 1 + decode steps + accepted``; accepted <= proposed;
-* KV blocks in use never exceed the cache, at any allocation;
+* KV blocks in use never exceed the cache, at any allocation, and every
+  request of a step holds KV for the tokens it attends to (its guesses too);
 * no step charges more than ``chunk_size`` tokens, except by Sarathi's rule
   that every running decode keeps one token (such a step is all plain decodes);
 * times are monotone per request (arrival <= scheduled <= first token <= done);
@@ -127,11 +128,28 @@ class _BlockWatch:
             watch.peak = max(watch.peak, sched._num_allocated_blocks)
             watch.capacity = sched._cache_config.num_blocks
 
+        self._orig_next = orig_next = SpecSarathiReplicaScheduler._get_next_batch
+        self.uncovered = []
+
+        def next_batch(sched, time):
+            # each request of a step holds KV for the tokens it attends to: all but the newest
+            # (Sarathi allocates a decode's block lazily), and for a verify step its guesses too
+            batch = orig_next(sched, time)
+            if batch is not None:
+                bs = sched._cache_config.block_size
+                for req, q in zip(batch.requests, batch.num_q_tokens):
+                    held = sched._allocation_map.get(req.id, 0) * bs
+                    if held < req.num_processed_tokens + q - 1:
+                        watch.uncovered.append((req.id, req.num_processed_tokens, q, held))
+            return batch
+
         SpecSarathiReplicaScheduler.allocate = allocate
+        SpecSarathiReplicaScheduler._get_next_batch = next_batch
         return self
 
     def __exit__(self, *exc):
         SpecSarathiReplicaScheduler.allocate = self._orig
+        SpecSarathiReplicaScheduler._get_next_batch = self._orig_next
 
 
 def _tables(result) -> tuple:
@@ -161,6 +179,7 @@ def test_invariants_hold_on_random_configs(data):
 
     # KV blocks in use never exceed the cache
     assert watch.capacity is not None and watch.peak <= watch.capacity
+    assert watch.uncovered == [], watch.uncovered[:5]  # (request id, processed, tokens charged, KV tokens held)
 
     # the token budget: over chunk_size only by Sarathi's one token per running decode
     chunk = cfg.scheduler.chunk_size
