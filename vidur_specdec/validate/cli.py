@@ -392,6 +392,7 @@ def cmd_run(args) -> int:
         source = with_token_ids(load_trace(args.trace), cfg.seed if args.seed is None else args.seed)
     before = _scrape_text(url)  # the server must answer before anything is written
     created = not out.exists()
+    found = {} if created else _stamps(out)
     trace_path = out / "trace.csv"
     try:
         if source is not None:
@@ -407,7 +408,7 @@ def cmd_run(args) -> int:
         _print_calibration(cal)
         _compare(args, args.config, trace_path, trace, res.frame, cal, out)
     except BaseException:
-        _remove_outputs(out, created)  # nothing half-written: a failed run leaves the folder as it found it
+        _remove_outputs(out, created, found)  # nothing half-written: a failed run leaves the folder as it found it
         raise
     return 0
 
@@ -417,18 +418,34 @@ RUN_OUTPUTS = ("trace.csv", "measured.csv", "chunks.jsonl", "replay.json", "metr
                "comparison.json", "report.html")
 
 
-def _remove_outputs(out: Path, created: bool) -> None:
-    """Remove what ``validate run`` wrote into ``out`` (the folder too, when this run created it)."""
+def _stamps(out: Path) -> dict:
+    """``{name: (mtime_ns, size)}`` of the run's output names already in ``out``."""
+    stamps = {}
+    for name in RUN_OUTPUTS:
+        try:
+            st = (out / name).stat()
+            stamps[name] = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            pass
+    return stamps
+
+
+def _remove_outputs(out: Path, created: bool, found: dict) -> None:
+    """Remove what this ``validate run`` wrote into ``out`` (the folder too, when this run created it).
+
+    Files that were there before and were not rewritten (same mtime and size) are kept.
+    """
     import shutil
 
     if created:
         shutil.rmtree(out, ignore_errors=True)
         return
-    for name in RUN_OUTPUTS:
-        try:
-            (out / name).unlink()
-        except OSError:
-            pass
+    for name, stamp in _stamps(out).items():
+        if found.get(name) != stamp:
+            try:
+                (out / name).unlink()
+            except OSError:
+                pass
 
 
 def cmd_fake_server(args) -> int:
