@@ -190,7 +190,7 @@ def test_validate_run_fails_when_too_few_requests_are_measured(small_profiles, t
 def test_duplicate_yaml_keys_are_an_error(tmp_path):
     cfg = tmp_path / "dup.yaml"
     cfg.write_text("seed: 1\nworkload:\n  qps: 2\n  num_requests: 5\n  qps: 3\n")
-    _one_error_line(_cli("run", "--config", str(cfg)), needle="qps: duplicate key")
+    _one_error_line(_cli("run", "--config", str(cfg)), needle="workload.qps: duplicate key")
     assert "line 5" in _cli("run", "--config", str(cfg)).stderr
 
 

@@ -375,39 +375,42 @@ def apply_overrides(data: Dict, overrides: Union[str, Sequence[str], None]) -> D
     return out
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that repeats a key (PyYAML keeps the last silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        if isinstance(node, yaml.MappingNode):
-            seen = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    hash(key)
-                except TypeError:
-                    continue  # PyYAML reports an unhashable key itself
+def _duplicate_key(node, path: str = ""):
+    """The first repeated key in a composed YAML tree: ``(dotted path, first line, repeat line)`` or None."""
+    if isinstance(node, yaml.MappingNode):
+        seen: Dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            line = key_node.start_mark.line + 1
+            here = f"{path}.{key}" if path else str(key)
+            if key is not None and key_node.tag != "tag:yaml.org,2002:merge":
                 if key in seen:
-                    raise _DuplicateKey(key, seen[key], key_node.start_mark.line + 1)
-                seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key, first_line: int, line: int):
-        super().__init__(key)
-        self.key, self.first_line, self.line = key, first_line, line
+                    return here, seen[key], line
+                seen[key] = line
+            found = _duplicate_key(value_node, here)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _duplicate_key(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
 
 
 def parse_yaml_text(text: str, where: str) -> Any:
-    """Parse YAML text; a syntax error or a repeated key is a one-line :class:`ConfigError` naming ``where``."""
+    """Parse YAML text; a syntax error or a repeated key is a one-line :class:`ConfigError` naming ``where``.
+
+    PyYAML keeps the last of two equal keys silently; here the repeat is an error naming its dotted
+    path and both lines.
+    """
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except _DuplicateKey as e:
-        raise ConfigError(f"{e.key}: duplicate key in {where} (line {e.line}; first at line {e.first_line}); "
-                          "give each key once") from None
+        dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
+        if dup:
+            key, first, line = dup
+            raise ConfigError(f"{key}: duplicate key in {where} (line {line}; first at line {first}); "
+                              "give each key once")
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark else ""
@@ -447,29 +450,38 @@ def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
 # --------------------------------------------------------------------------- relative paths
 
 # Path-valued keys, resolved against the folder of the file that names them (a run config,
-# a sweep file, or a sweep's base file). Other modules add their keys with register_path_key.
-# A value in the tuple after the key is left as written (a keyword, not a path).
+# a sweep file, or a sweep's base file): key -> (keywords, suffixes). A value among the
+# keywords (e.g. ``shipped``) stays as written; with suffixes, only a value ending in one
+# of them is a path (``model: my_model.yaml``; a registered model name stays a name).
+# Other modules add their keys with register_path_key.
 PATH_KEYS: Dict[str, tuple] = {
-    "profiles": ("shipped",),
-    "workload.trace_file": (),
-    "speculative.draft_profiles": (),
-    "predictor.cache_dir": (),
+    "profiles": (("shipped",), None),
+    "workload.trace_file": ((), None),
+    "speculative.draft_profiles": ((), None),
+    "predictor.cache_dir": ((), None),
+    "model": ((), (".yaml", ".yml")),
+    "device": ((), (".yaml", ".yml")),
+    "speculative.draft_model": ((), (".yaml", ".yml")),
 }
 
 
-def register_path_key(key: str, keywords: Sequence[str] = ()) -> None:
-    """Declare a dotted config key path-valued (e.g. a device or model YAML); ``keywords`` stay as written."""
-    PATH_KEYS[key] = tuple(keywords)
+def register_path_key(key: str, keywords: Sequence[str] = (), suffixes: Optional[Sequence[str]] = None) -> None:
+    """Declare a dotted config key path-valued; ``keywords`` stay as written, ``suffixes`` limit what is a path."""
+    PATH_KEYS[key] = (tuple(keywords), tuple(suffixes) if suffixes else None)
 
 
-def resolve_path(value: Any, base: Union[str, Path, None], keywords: Sequence[str] = ()) -> Any:
+def resolve_path(value: Any, base: Union[str, Path, None], keywords: Sequence[str] = (),
+                 suffixes: Optional[Sequence[str]] = None) -> Any:
     """``value`` as a path resolved against folder ``base``.
 
-    None, non-strings, the ``keywords`` (e.g. ``shipped``), absolute paths and
-    ``~`` paths come back as written (``~`` expanded); ``base`` None means the
-    working directory (the value is returned unchanged).
+    None, non-strings, the ``keywords`` (e.g. ``shipped``), values without one of
+    ``suffixes`` (when given), absolute paths and ``~`` paths come back as written
+    (``~`` expanded); ``base`` None means the working directory (the value is
+    returned unchanged).
     """
     if not isinstance(value, str) or not value or value in keywords or base is None:
+        return value
+    if suffixes and not value.lower().endswith(tuple(suffixes)):
         return value
     p = Path(value).expanduser()
     if p.is_absolute():
@@ -481,13 +493,13 @@ def resolve_paths(data: Dict, base: Union[str, Path, None]) -> Dict:
     """Resolve every :data:`PATH_KEYS` value present in the raw mapping ``data`` against ``base`` (in place)."""
     if base is None or not isinstance(data, dict):
         return data
-    for key, keywords in PATH_KEYS.items():
+    for key, (keywords, suffixes) in PATH_KEYS.items():
         *parents, last = key.split(".")
         node = data
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict) and last in node:
-            node[last] = resolve_path(node[last], base, keywords)
+            node[last] = resolve_path(node[last], base, keywords, suffixes)
     return data
 
 
