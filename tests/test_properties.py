@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from vidur_specdec import memory  # noqa: E402
-from vidur_specdec.config import from_dict  # noqa: E402
+from vidur_specdec.config import ConfigError, from_dict  # noqa: E402
 from vidur_specdec.scheduler import SpecSarathiReplicaScheduler  # noqa: E402
 from vidur_specdec.simulation import prepare, run_prepared, run_vidur_sarathi  # noqa: E402
 
@@ -207,3 +207,8 @@ def test_invariants_hold_on_random_configs(data):
         vidur = run_vidur_sarathi(from_dict(data))
         np.testing.assert_array_equal(r["first_token_s"].to_numpy(), vidur["first_token_s"].to_numpy())
         np.testing.assert_array_equal(r["completed_at_s"].to_numpy(), vidur["completed_at_s"].to_numpy())
+    elif not cfg.speculative.enabled:
+        try:
+            run_vidur_sarathi(from_dict(data))
+        except ConfigError as e:
+            assert "cannot preempt" in str(e)
