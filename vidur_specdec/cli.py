@@ -132,7 +132,7 @@ def guarded(fn: Callable[[], int]) -> int:
         report_error(str(e))
         return EXIT_SERVICE
     except KeyboardInterrupt:
-        sys.stderr.write("\ninterrupted: nothing was written\n")
+        sys.stderr.write("\ninterrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `... | head`: stdout went away; end quietly
         try:

@@ -244,6 +244,10 @@ def _run_one(args: argparse.Namespace) -> int:
         result = run_prepared(prepared)
         wall = time.perf_counter() - t0
         out_dir = folder.write(_fill(result))
+    except KeyboardInterrupt:
+        folder.discard()
+        print("\ninterrupted: nothing was written", file=sys.stderr)
+        return cli.EXIT_INTERRUPTED
     finally:
         folder.discard()
     s = result.summary

@@ -407,6 +407,10 @@ def cmd_run(args) -> int:
         write_calibration(cal, out, args.acceptance)
         _print_calibration(cal)
         _compare(args, args.config, trace_path, trace, res.frame, cal, out)
+    except KeyboardInterrupt:
+        _remove_outputs(out, created, found)
+        print("\ninterrupted: nothing was written", file=sys.stderr)
+        return 130
     except BaseException:
         _remove_outputs(out, created, found)  # nothing half-written: a failed run leaves the folder as it found it
         raise
