@@ -99,7 +99,7 @@ class RunFolder:
             if foreign:
                 raise ConfigError(f"{opt}: {p} holds files that are not a run's output ({', '.join(foreign[:3])}"
                                   f"{', ...' if len(foreign) > 3 else ''}); choose another folder")
-        self._check_writable(p.parent if not p.is_dir() else p)
+        self._check_writable(p.parent)  # the results are renamed into place from a sibling folder
 
     def _check_writable(self, folder: Path) -> None:
         """The nearest existing folder at or above ``folder`` must be a folder we can create files in."""
