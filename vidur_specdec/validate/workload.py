@@ -155,7 +155,14 @@ def load_trace(path: Union[str, Path], what: str = "--trace") -> pd.DataFrame:
         raise ValidateError(f"{what}: {path}: request_id values must be unique")
     df["prompt_tokens"] = df["prompt_tokens"].astype(int)
     df["output_tokens"] = df["output_tokens"].astype(int)
-    ids = [_parse_ids(v) for v in df["prompt_token_ids"]] if "prompt_token_ids" in df else [None] * len(df)
+    ids = [None] * len(df)
+    if "prompt_token_ids" in df:
+        for i, v in enumerate(df["prompt_token_ids"]):
+            try:
+                ids[i] = _parse_ids(v)
+            except (ValueError, TypeError):
+                raise ValidateError(f"{what}: {path}: request {df['request_id'][i]} has prompt_token_ids that "
+                                    f"are not integers: {str(v)[:60]!r}") from None
     for i, (lst, n) in enumerate(zip(ids, df["prompt_tokens"])):
         if lst is not None and len(lst) != n:
             raise ValidateError(f"{what}: {path}: request {df['request_id'][i]} has {len(lst)} prompt token ids "
