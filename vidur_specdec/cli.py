@@ -106,7 +106,11 @@ def _one_line(text: str) -> str:
 
 
 def _os_error_text(e: OSError) -> str:
+    import errno
+
     where = e.filename if e.filename is not None else ""
+    if where and e.errno in (errno.EEXIST, errno.ENOTDIR) and not getattr(e, "filename2", None):
+        return f"{where}: a file is in the way where a folder is needed ({e.strerror})"
     if getattr(e, "filename2", None):
         where = f"{where} -> {e.filename2}"
     what = e.strerror or str(e) or type(e).__name__
@@ -171,6 +175,9 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     ap = Parser(prog=PROG, description="Simulate speculative decoding in LLM serving on Vidur. "
                                        "Exit status: 0 ok, 2 bad input, 3 failed external service, "
                                        "130 interrupted.")
+    from vidur_specdec import __version__
+
+    ap.add_argument("--version", action="version", version=f"vidur_specdec {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for name, module, help_text in SUBCOMMANDS:
         p = sub.add_parser(name, help=help_text, description=help_text)
