@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import yaml
 
 from vidur_specdec.models import KNOWN_MODELS
+from vidur_specdec.paths import PATH_KEYS, register_path_key, resolve_path, resolve_paths  # noqa: F401 (re-exported)
 
 
 class ConfigError(ValueError):
@@ -447,62 +448,6 @@ def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
     return data
 
 
-# --------------------------------------------------------------------------- relative paths
-
-# Path-valued keys, resolved against the folder of the file that names them (a run config,
-# a sweep file, or a sweep's base file): key -> (keywords, suffixes). A value among the
-# keywords (e.g. ``shipped``) stays as written; with suffixes, only a value ending in one
-# of them is a path (``model: my_model.yaml``; a registered model name stays a name).
-# Other modules add their keys with register_path_key.
-PATH_KEYS: Dict[str, tuple] = {
-    "profiles": (("shipped",), None),
-    "workload.trace_file": ((), None),
-    "speculative.draft_profiles": ((), None),
-    "predictor.cache_dir": ((), None),
-    "model": ((), (".yaml", ".yml")),
-    "device": ((), (".yaml", ".yml")),
-    "speculative.draft_model": ((), (".yaml", ".yml")),
-}
-
-
-def register_path_key(key: str, keywords: Sequence[str] = (), suffixes: Optional[Sequence[str]] = None) -> None:
-    """Declare a dotted config key path-valued; ``keywords`` stay as written, ``suffixes`` limit what is a path."""
-    PATH_KEYS[key] = (tuple(keywords), tuple(suffixes) if suffixes else None)
-
-
-def resolve_path(value: Any, base: Union[str, Path, None], keywords: Sequence[str] = (),
-                 suffixes: Optional[Sequence[str]] = None) -> Any:
-    """``value`` as a path resolved against folder ``base``.
-
-    None, non-strings, the ``keywords`` (e.g. ``shipped``), values without one of
-    ``suffixes`` (when given), absolute paths and ``~`` paths come back as written
-    (``~`` expanded); ``base`` None means the working directory (the value is
-    returned unchanged).
-    """
-    if not isinstance(value, str) or not value or value in keywords or base is None:
-        return value
-    if suffixes and not value.lower().endswith(tuple(suffixes)):
-        return value
-    p = Path(value).expanduser()
-    if p.is_absolute():
-        return str(p) if value.startswith("~") else value
-    return str(Path(base) / p)
-
-
-def resolve_paths(data: Dict, base: Union[str, Path, None]) -> Dict:
-    """Resolve every :data:`PATH_KEYS` value present in the raw mapping ``data`` against ``base`` (in place)."""
-    if base is None or not isinstance(data, dict):
-        return data
-    for key, (keywords, suffixes) in PATH_KEYS.items():
-        *parents, last = key.split(".")
-        node = data
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and last in node:
-            node[last] = resolve_path(node[last], base, keywords, suffixes)
-    return data
-
-
 def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[str, Sequence[str], None] = None,
          base_dir: Union[str, Path, None] = None) -> RunConfig:
     """Load a config from a path, a mapping or a :class:`RunConfig`, applying ``overrides``.
@@ -528,47 +473,3 @@ def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[st
     cfg = from_dict(apply_overrides(data, overrides))
     cfg.base_dir = Path(base_dir) if base_dir is not None else None
     return cfg
-
-
-# --------------------------------------------------------------------------- warnings
-
-
-# Checks of values that run but are probably wrong: each takes (cfg, facts) and returns a
-# one-line warning naming the key, or None. ``facts`` carries what only a prepared run knows
-# (``gpu_blocks``: the KV blocks the GPU holds). Extend with register_warning.
-WARNING_CHECKS: List[Any] = []
-
-
-def register_warning(check) -> Any:
-    """Add a warning check (usable as a decorator)."""
-    WARNING_CHECKS.append(check)
-    return check
-
-
-@register_warning
-def _num_blocks_above_gpu(cfg: RunConfig, facts: Mapping) -> Optional[str]:
-    held, asked = facts.get("gpu_blocks"), cfg.scheduler.num_blocks
-    if held is not None and asked is not None and asked > held:
-        return (f"scheduler.num_blocks: {asked} blocks is more than the GPU holds ({held} after weights and "
-                f"memory_margin_fraction); the run simulates memory the GPU does not have")
-    return None
-
-
-@register_warning
-def _chunk_below_verify(cfg: RunConfig, facts: Mapping) -> Optional[str]:
-    s = cfg.speculative
-    k = s.num_speculative_tokens
-    if s.enabled and cfg.scheduler.chunk_size < k + 1:
-        return (f"scheduler.chunk_size: {cfg.scheduler.chunk_size} tokens is below k + 1 = {k + 1} tokens charged "
-                "per verify step; every verify step overruns the budget (Sarathi lets one decode through)")
-    return None
-
-
-def config_warnings(cfg: RunConfig, **facts) -> List[str]:
-    """The warnings for ``cfg`` (one line each, in registration order)."""
-    out = []
-    for check in WARNING_CHECKS:
-        w = check(cfg, facts)
-        if w:
-            out.append(w)
-    return out

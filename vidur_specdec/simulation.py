@@ -42,7 +42,8 @@ from vidur.types import BaseIntEnum
 
 from vidur_specdec import acceptance as acceptance_mod
 from vidur_specdec import memory, proposers, verify_cost
-from vidur_specdec.config import ConfigError, RunConfig, config_warnings, load
+from vidur_specdec.config import ConfigError, RunConfig, load
+from vidur_specdec.config_warnings import config_warnings
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.models import KNOWN_MODELS, ModelSpec
 from vidur_specdec.predictor import (
