@@ -158,28 +158,8 @@ def _scrape_text(url: str):
     return scrape(url)
 
 
-def check_measured(stats: dict, share: Optional[float] = None) -> None:
-    """A replay that measured fewer than ``share`` (default 90 %) of its requests failed: :class:`ServiceError`.
-
-    The message gives the breakdown by status and the most common error.
-    """
-    from vidur_specdec.validate.common import MIN_MEASURED_SHARE, ServiceError
-
-    share = MIN_MEASURED_SHARE if share is None else share
-    n = int(stats.get("num_requests", 0))
-    counts = stats.get("status_counts", {})
-    ok = int(counts.get("ok", 0))
-    if n and ok >= share * n:
-        return
-    breakdown = ", ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
-    common = stats.get("top_error")
-    raise ServiceError(f"--url: the server answered {ok} of {n} requests ({breakdown}"
-                       + (f"; most common error: {common}" if common else "")
-                       + f"); at least {share:.0%} must be measured to compare")
-
-
 def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require_measured: bool = False):
-    from vidur_specdec.validate.common import write_csv, write_json, write_text
+    from vidur_specdec.validate.common import check_measured, write_csv, write_json, write_text
     from vidur_specdec.validate.replay import chunk_log_jsonl, fetch_model_name, replay
 
     if args.timeout_s <= 0:
