@@ -107,7 +107,7 @@ def test_subcommands_chain(small_profiles, tmp_path):  # noqa: F811
     assert summary["acceptance"]["used"]["input"] == "acceptance_rate"
 
 
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(small_profiles, tmp_path, capsys):  # noqa: F811
+def test_bad_input_exits_2_or_3_with_one_line_and_writes_nothing(small_profiles, tmp_path, capsys):  # noqa: F811
     import socket
 
     cfg_path = write_yaml(tmp_path / "c.yaml", small_config(small_profiles, num_requests=4))
@@ -125,7 +125,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(small_profiles, tmp_
     ]
     for argv in cases:
         capsys.readouterr()
-        assert main(argv) == 2, argv
+        # a dead server is a failed external service (3); the rest are bad input (2)
+        assert main(argv) == (3 if argv is cases[0] else 2), argv
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, err
         assert not (tmp_path / argv[argv.index("--out") + 1]).exists()

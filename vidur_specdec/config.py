@@ -16,7 +16,7 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
 
@@ -24,6 +24,7 @@ from vidur_specdec import verify_cost
 from vidur_specdec.devices import DeviceError, get_device
 from vidur_specdec.memory import TP_SIZES, tp_fits
 from vidur_specdec.models import KNOWN_MODELS, ModelError, ModelSpec, resolve_model
+from vidur_specdec.paths import PATH_KEYS, register_path_key, resolve_path, resolve_paths  # noqa: F401 (re-exported)
 
 
 class ConfigError(ValueError):
@@ -206,6 +207,9 @@ class RunConfig:
     predictor: PredictorConfig = _f(PredictorConfig())
     engine: EngineConfig = _f(EngineConfig())
 
+    # The folder relative paths were resolved against (set by load(); not a config key).
+    base_dir: typing.ClassVar[Optional[Path]] = None
+
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -238,6 +242,19 @@ def _range_text(meta, tp) -> str:
     return _type_name(tp)
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars (``numpy.int64``, ``numpy.float32``, ``numpy.bool_``) and arrays as Python values."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
 def _coerce(key: str, value: Any, tp, meta) -> Any:
     """Check one value against its declared type and range; return it normalised."""
     origin = typing.get_origin(tp)
@@ -251,6 +268,7 @@ def _coerce(key: str, value: Any, tp, meta) -> Any:
             if typing.get_origin(inner) in (list, List) and "[" in str(e).split(":")[0]:
                 raise  # an element of the list is wrong: its own message is precise
             raise ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}") from None
+    value = _plain(value)
     bad = ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}")
     if origin in (list, List):
         if not isinstance(value, (list, tuple)):
@@ -468,7 +486,11 @@ def parse_set(assignment: str) -> tuple:
 
 
 def set_dotted(data: Dict, key: str, value) -> None:
-    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``, creating mappings on the way (in place)."""
+    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``, creating mappings on the way (in place).
+
+    A mapping value merges into an existing mapping key by key (``workload={qps: 1}`` changes
+    only ``workload.qps``); any other value replaces what was there.
+    """
     node = data
     parts = key.split(".")
     for i, part in enumerate(parts[:-1]):
@@ -478,74 +500,137 @@ def set_dotted(data: Dict, key: str, value) -> None:
         elif not isinstance(child, dict):
             raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, cannot set {key}")
         node = child
-    node[parts[-1]] = copy.deepcopy(value)
+    last = parts[-1]
+    if isinstance(value, Mapping) and isinstance(node.get(last), dict):
+        _merge(node[last], value)
+    else:
+        node[last] = copy.deepcopy(dict(value) if isinstance(value, Mapping) else value)
 
 
-def apply_overrides(data: Dict, overrides: List[str]) -> Dict:
-    """Return a copy of ``data`` with each ``key.path=value`` override applied."""
+def _merge(dst: Dict, src: Mapping) -> None:
+    for k, v in src.items():
+        if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
+            _merge(dst[k], v)
+        else:
+            dst[k] = copy.deepcopy(dict(v) if isinstance(v, Mapping) else v)
+
+
+def override_list(overrides: Union[str, Sequence[str], None]) -> List[str]:
+    """``overrides`` as a list: one ``key.path=value`` string, or a list/tuple of them, or None."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping) or not isinstance(overrides, (list, tuple)):
+        raise ConfigError(f"overrides: must be a 'key.path=value' string or a list of them, got {overrides!r}")
+    for o in overrides:
+        if not isinstance(o, str):
+            raise ConfigError(f"overrides: each entry must be a 'key.path=value' string, got {o!r}")
+    return list(overrides)
+
+
+def apply_overrides(data: Dict, overrides: Union[str, Sequence[str], None]) -> Dict:
+    """Return a copy of ``data`` with each ``key.path=value`` override applied (a string or a list of them)."""
     out = copy.deepcopy(data) if data else {}
-    for assignment in overrides or []:
+    for assignment in override_list(overrides):
         set_dotted(out, *parse_set(assignment))
     return out
 
 
-def read_yaml(path: Union[str, Path]) -> Dict:
-    """Read a YAML mapping; a missing or unparsable file is a :class:`ConfigError`."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"--config: file not found: {p}")
+def _duplicate_key(node, path: str = ""):
+    """The first repeated key in a composed YAML tree: ``(dotted path, first line, repeat line)`` or None."""
+    if isinstance(node, yaml.MappingNode):
+        seen: Dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            line = key_node.start_mark.line + 1
+            here = f"{path}.{key}" if path else str(key)
+            if key is not None and key_node.tag != "tag:yaml.org,2002:merge":
+                if key in seen:
+                    return here, seen[key], line
+                seen[key] = line
+            found = _duplicate_key(value_node, here)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _duplicate_key(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def parse_yaml_text(text: str, where: str) -> Any:
+    """Parse YAML text; a syntax error or a repeated key is a one-line :class:`ConfigError` naming ``where``.
+
+    PyYAML keeps the last of two equal keys silently; here the repeat is an error naming its dotted
+    path and both lines.
+    """
     try:
-        data = yaml.safe_load(p.read_text())
+        dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
+        if dup:
+            key, first, line = dup
+            raise ConfigError(f"{key}: duplicate key in {where} (line {line}; first at line {first}); "
+                              "give each key once")
+        return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"--config: {p} is not valid YAML{where}") from None
+        at = f" (line {mark.line + 1})" if mark else ""
+        raise ConfigError(f"--config: {where} is not valid YAML{at}") from None
+
+
+def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
+    """Read a YAML mapping; a missing, unreadable, non-UTF-8 or unparsable file is a :class:`ConfigError`.
+
+    A key given twice in one mapping is an error naming the key and its line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what}: file not found: {p}")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {p}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    try:
+        data = parse_yaml_text(text, str(p))
+    except ConfigError as e:
+        msg = str(e)
+        if msg.startswith("--config: ") and what != "--config":
+            msg = what + msg[len("--config"):]
+        raise ConfigError(msg) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"--config: {p} must hold a mapping at top level")
+        raise ConfigError(f"{what}: {p} must hold a mapping at top level")
     return data
 
 
-# Keys whose value may be a file path; relative paths resolve against the config file's folder.
-FILE_KEYS = ("model", "device", "speculative.draft_model")
-
-
-def anchor_paths(data: Dict, base: Path) -> Dict:
-    """``data`` with relative file paths under :data:`FILE_KEYS` made absolute against ``base`` (in place).
-
-    Known model names and built-in device names are left alone, so are values
-    that are neither an existing file under ``base`` nor end in .json/.yaml/.yml.
-    """
-    from vidur_specdec.devices import BUILTIN
-
-    for key in FILE_KEYS:
-        node = data
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or not isinstance(node.get(parts[-1]), str):
-            continue
-        value = node[parts[-1]]
-        if value in KNOWN_MODELS or value in BUILTIN or Path(value).expanduser().is_absolute():
-            continue
-        candidate = Path(base) / value
-        if candidate.is_file() or value.endswith((".json", ".yaml", ".yml")):
-            node[parts[-1]] = str(candidate.resolve())
-    return data
-
-
-def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Optional[List[str]] = None) -> RunConfig:
+def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[str, Sequence[str], None] = None,
+         base_dir: Union[str, Path, None] = None) -> RunConfig:
     """Load a config from a path, a mapping or a :class:`RunConfig`, applying ``overrides``.
 
-    File paths in ``model``, ``device`` and ``speculative.draft_model`` given in
-    a config file resolve against that file's folder; those given in
-    ``overrides`` (``--set``) against the working directory.
+    Relative paths in a file (``profiles``, ``workload.trace_file``, ... see
+    :data:`PATH_KEYS`) resolve against that file's folder; in a mapping, against
+    ``base_dir`` (default: the working directory, i.e. left as written).
+    Overrides (``--set``) come from the command line and stay relative to the
+    working directory. The result's ``base_dir`` attribute is that folder
+    (None for the working directory).
     """
     if isinstance(source, RunConfig):
         data = source.to_dict()
+        base_dir = base_dir if base_dir is not None else getattr(source, "base_dir", None)
     elif isinstance(source, (str, Path)):
-        data = anchor_paths(read_yaml(source), Path(source).resolve().parent)
+        data = read_yaml(source)
+        base_dir = Path(source).resolve().parent
     else:
-        data = dict(source or {})
-    return from_dict(apply_overrides(data, overrides or []))
+        if source is not None and not isinstance(source, Mapping):
+            raise ConfigError(f"config: must be a YAML path, a mapping or a RunConfig, got {type(source).__name__}")
+        data = copy.deepcopy(dict(source or {}))
+    resolve_paths(data, base_dir)
+    cfg = from_dict(apply_overrides(data, overrides))
+    cfg.base_dir = Path(base_dir) if base_dir is not None else None
+    return cfg

@@ -146,6 +146,14 @@ def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_ind
     return mem
 
 
+def gpu_blocks(cfg: RunConfig, dep: Deployment, head: tuple = (0, 0)) -> Optional[int]:
+    """KV blocks per GPU the weights leave room for (ignoring ``scheduler.num_blocks``); None if none."""
+    try:
+        return _plan_at(cfg, dep, dep.tp, dep.draft_tp, head).num_blocks
+    except NoRoomError:
+        return None
+
+
 def profile_files(cfg: RunConfig) -> Dict[str, Path]:
     """``{name: path}`` of the profile files a run of ``cfg`` reads (target, and drafter if used).
 

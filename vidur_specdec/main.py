@@ -1,18 +1,26 @@
-"""Command line: ``python -m vidur_specdec.main --config FILE [--output-dir DIR] [--set key=value ...]``.
+"""The ``run`` subcommand, and the classic entry ``python -m vidur_specdec.main --config FILE``.
 
-* A run config simulates one run (below).
-* A sweep config (a top-level ``sweep:``, ``grid:`` or ``rows:`` key) runs every
-  row, in parallel and resumably, into one CSV: see :mod:`vidur_specdec.sweep`
-  and docs/sweep.md (``--jobs``, ``--executor local|ray``, ``--address``, ``--overwrite``).
-* ``python -m vidur_specdec.main report RESULTS.csv -o page.html`` writes the
-  results explorer page (:mod:`vidur_specdec.report`).
+``python -m vidur_specdec run --config FILE [--output-dir DIR] [--overwrite] [--set key=value ...]``
+simulates one run config and writes ``requests.csv``, ``steps.csv``,
+``summary.json`` and the resolved ``config.yaml`` into the output folder.
 
-For a single run:
-Writes ``requests.csv``, ``steps.csv``, ``summary.json`` and the resolved
-``config.yaml`` into the output folder (default: a fresh ``runs/<timestamp>``).
-Files are written into a temporary sibling folder and moved in place at the
-end, so a failed run leaves nothing half-written. Bad input exits with status 2
-and one line on stderr naming the key or file.
+``python -m vidur_specdec.main --config FILE ...`` works as it always has: a
+run config simulates one run, a sweep file (a top-level ``sweep:``, ``grid:``
+or ``rows:`` key) runs the sweep (``--jobs``, ``--executor``, ``--address``,
+``--overwrite``; docs/sweep.md); ``python -m vidur_specdec.main report ...``
+writes the results page and ``python -m vidur_specdec.main tune ...`` runs the tuner. The full command line is :mod:`vidur_specdec.cli`.
+
+Output folders (:class:`RunFolder`) never collide or mix:
+
+* without ``--output-dir`` a fresh ``runs/<timestamp>`` folder (``-1``, ``-2``
+  ... appended when taken) is created atomically before the simulation, so two
+  runs started in the same second get different folders;
+* an existing non-empty ``--output-dir`` is refused unless ``--overwrite``,
+  and even then only when it holds nothing but a run's own files;
+* the folder's parent is checked writable before the simulation;
+* files are written into a temporary sibling folder and renamed into place, so
+  a failed or interrupted run leaves nothing half-written. Folders get the
+  normal permissions (``0777`` less the umask).
 """
 
 from __future__ import annotations
@@ -26,127 +34,274 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import yaml
 
+from vidur_specdec import cli
 from vidur_specdec.config import ConfigError, load
 
 FLOAT_FORMAT = "%.6f"
+RUN_FILES = ("requests.csv", "steps.csv", "summary.json", "config.yaml")
 
 
 def _jsonable(x):
     if isinstance(x, dict):
         return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_jsonable(v) for v in x]
     if isinstance(x, float) and math.isnan(x):
         return None
     return x
 
 
-def write_result(result, out_dir: Path) -> None:
-    """Write a :class:`SimulationResult` into ``out_dir`` atomically (temp folder, then move)."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+class RunFolder:
+    """An output folder: checked before any work, filled atomically at the end (see the module doc).
+
+    ``path`` None means a fresh ``<default_parent>/<timestamp>`` folder, created by :meth:`reserve`.
+    ``own_files`` are the names a run writes: with ``overwrite`` an existing folder may hold only those.
+    """
+
+    def __init__(self, path: Optional[str], overwrite: bool = False, own_files=RUN_FILES,
+                 default_parent: str = "runs", option: str = "--output-dir"):
+        self.requested = Path(path) if path else None
+        self.overwrite = overwrite
+        self.own_files = tuple(own_files)
+        self.default_parent = Path(default_parent)
+        self.option = option
+        self.path: Optional[Path] = self.requested
+        self._reserved = False
+
+    # -- before the simulation
+    def check(self) -> None:
+        """Refuse a folder that would mix or lose results, or that cannot be written; writes nothing."""
+        if self.requested is None:
+            self._check_writable(self.default_parent)
+            return
+        p, opt = self.requested, self.option
+        if p.exists() and not p.is_dir():
+            raise ConfigError(f"{opt}: {p} exists and is not a folder")
+        if p.is_dir():
+            try:
+                entries = sorted(e.name for e in p.iterdir())
+            except OSError as e:
+                raise ConfigError(f"{opt}: cannot read {p}: {e.strerror or e}") from None
+            if entries and not self.overwrite:
+                raise ConfigError(f"{opt}: {p} is not empty; choose another folder, or pass --overwrite "
+                                  "to replace the run in it")
+            foreign = [n for n in entries if n not in self.own_files]
+            if foreign:
+                raise ConfigError(f"{opt}: {p} holds files that are not a run's output ({', '.join(foreign[:3])}"
+                                  f"{', ...' if len(foreign) > 3 else ''}); choose another folder")
+        self._check_writable(p.parent)  # the results are renamed into place from a sibling folder
+
+    def _check_writable(self, folder: Path) -> None:
+        """The nearest existing folder at or above ``folder`` must be a folder we can create files in."""
+        opt = self.option
+        probe = Path(os.path.abspath(folder))
+        while not probe.exists():
+            if probe.parent == probe:
+                break
+            probe = probe.parent
+        if not probe.is_dir():
+            raise ConfigError(f"{opt}: {self.requested or self.default_parent} is under {probe}, "
+                              "which is a file, not a folder")
+        try:
+            tmp = tempfile.mkdtemp(prefix=".vidur-specdec-probe.", dir=probe)
+            os.rmdir(tmp)
+        except OSError as e:
+            raise ConfigError(f"{opt}: cannot write in {probe}: {e.strerror or e}") from None
+
+    def reserve(self) -> Path:
+        """Create the default folder now (atomically unique); an explicit folder is only checked."""
+        self.check()
+        if self.requested is None:
+            self.path = self._fresh()
+            self._reserved = True
+        return self.path
+
+    def _fresh(self) -> Path:
+        parent = self.default_parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"{self.option}: cannot create {parent}: {e.strerror or e}") from None
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for i in range(10_000):
+            p = parent / (stamp if i == 0 else f"{stamp}-{i}")
+            try:
+                os.mkdir(p)  # atomic: exactly one of two simultaneous runs gets each name
+                return p
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise ConfigError(f"{self.option}: cannot create {p}: {e.strerror or e}") from None
+        raise ConfigError(f"{self.option}: no free folder name under {parent}")  # pragma: no cover
+
+    # -- after the simulation
+    def write(self, fill: Callable[[Path], None]) -> Path:
+        """Call ``fill(tmp)`` to write the files into a temporary sibling folder, then rename it into place."""
+        out = self.path
+        if out is None:
+            out = self.reserve()
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"{self.option}: cannot create {out.parent}: {e.strerror or e}") from None
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        old = None
+        try:
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a run folder gets normal permissions
+            fill(tmp)
+            if out.is_dir() and any(out.iterdir()):
+                if not (self.overwrite or self._reserved):
+                    raise ConfigError(f"{self.option}: {out} was filled by someone else during the run; "
+                                      f"the results were not written")
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+                os.replace(out, old / "run")
+            os.replace(tmp, out)  # onto a missing or empty folder: atomic
+        except BaseException:
+            if old is not None and (old / "run").exists() and not out.exists():
+                os.replace(old / "run", out)
+            raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        self._reserved = False
+        return out
+
+    def discard(self) -> None:
+        """Remove the reserved default folder if the run ended without writing into it."""
+        if self._reserved and self.path is not None:
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass
+            self._reserved = False
+
+
+def _fill(result) -> Callable[[Path], None]:
+    def fill(tmp: Path) -> None:
         result.requests.to_csv(tmp / "requests.csv", index=False, float_format=FLOAT_FORMAT)
         result.steps.to_csv(tmp / "steps.csv", index=False, float_format=FLOAT_FORMAT)
         (tmp / "summary.json").write_text(json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
         (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_dict(), sort_keys=False))
-        if out_dir.exists():
-            for f in tmp.iterdir():
-                os.replace(f, out_dir / f.name)
-            tmp.rmdir()
-        else:
-            os.replace(tmp, out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    return fill
 
 
-def _fresh_run_dir() -> Path:
-    """``runs/<timestamp>``, with a numeric suffix if that folder already exists."""
-    base = Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-    out, i = base, 1
-    while out.exists():
-        out, i = base.with_name(f"{base.name}-{i}"), i + 1
-    return out
+def write_result(result, out_dir: Path, overwrite: bool = True) -> Path:
+    """Write a :class:`SimulationResult` into ``out_dir`` atomically (temporary folder, then rename)."""
+    folder = RunFolder(str(out_dir), overwrite=overwrite)
+    folder.check()
+    return folder.write(_fill(result))
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(
-        prog="python -m vidur_specdec.main",
-        description="Simulate speculative decoding on Vidur (Sarathi, PP 1) and write per-request and per-step tables.",
-    )
-    ap.add_argument("--config", required=True, help="run config YAML (see configs/default.yaml)")
-    ap.add_argument("--output-dir", help="output folder (default: runs/<timestamp>)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                    help="override any config key, e.g. --set speculative.num_speculative_tokens=2 (repeatable)")
-    from vidur_specdec.sweep import add_arguments  # --jobs, --executor, --address, --overwrite (sweeps only)
-
-    add_arguments(ap)
-    return ap.parse_args(argv)
+# --------------------------------------------------------------------------- the run subcommand
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "report":  # python -m vidur_specdec.main report RESULTS.csv -o page.html
-        from vidur_specdec import report
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``python -m vidur_specdec run``."""
+    cli.add_config(p)
+    cli.add_set(p)
+    cli.add_output_dir(p, help="output folder (default: a fresh runs/<timestamp>); must be new or empty")
+    cli.add_overwrite(p, help="replace the run already in --output-dir")
 
-        return report.main(argv[1:])
-    if argv and argv[0] == "tune":  # python -m vidur_specdec.main tune --config CFG --output-dir DIR (docs/tune.md)
-        from vidur_specdec.tune import cli as tune_cli
 
-        return tune_cli.main(argv[1:])
-    args = parse_args(argv)
+def _is_sweep_file(path: str) -> bool:
+    from vidur_specdec.config import read_yaml
+
+    data = read_yaml(path)
+    return isinstance(data, dict) and any(k in data for k in ("sweep", "grid", "rows"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate one run config; every check (config, profiles, memory, output folder) comes first."""
+    if _is_sweep_file(args.config):
+        raise ConfigError(f"--config: {args.config} is a sweep file (a top-level sweep:, grid: or rows: key); "
+                          f"run it with `{cli.PROG} sweep --config {args.config}`")
+    return _run_one(args)
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    cfg = load(args.config, args.overrides)
+    from vidur_specdec.simulation import prepare, run_prepared
+
+    prepared = prepare(cfg)
+    for w in prepared.warnings:  # values that run but are probably wrong (also in summary.json)
+        print(f"warning: {w}", file=sys.stderr)
+    folder = RunFolder(args.output_dir, overwrite=getattr(args, "overwrite", False))
+    folder.reserve()
     try:
-        from vidur_specdec.config import read_yaml
-        from vidur_specdec.sweep import is_sweep
-
-        if is_sweep(read_yaml(args.config)):  # a top-level sweep:, grid: or rows: key (docs/sweep.md)
-            from vidur_specdec import sweep
-
-            return sweep.main(args)
-        cfg = load(args.config, args.overrides)
-        from vidur_specdec.schedule import config_warnings
-        from vidur_specdec.simulation import prepare, run_prepared
-
-        for line in config_warnings(cfg.speculative):  # k above num_speculative_tokens: clamped, as vLLM
-            print(f"warning: {line}", file=sys.stderr)
-
-        prepared = prepare(cfg)
-        out_dir = Path(args.output_dir) if args.output_dir else _fresh_run_dir()
-        if out_dir.exists() and not out_dir.is_dir():
-            raise ConfigError(f"--output-dir: {out_dir} exists and is not a folder")
         t0 = time.perf_counter()
         result = run_prepared(prepared)
         wall = time.perf_counter() - t0
-        write_result(result, out_dir)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        out_dir = folder.write(_fill(result))
+    except KeyboardInterrupt:
+        folder.discard()
+        print("\ninterrupted: nothing was written", file=sys.stderr)
+        return cli.EXIT_INTERRUPTED
+    finally:
+        folder.discard()
     s = result.summary
     print(f"{s['num_requests']} requests, {s['method']} k={s['num_speculative_tokens']}, "
           f"{s['verify_attention']}: TTFT p50 {s['ttft_ms']['p50']:.1f} ms, TPOT p50 {s['tpot_ms']['p50']:.2f} ms, "
           f"E2E p50 {s['e2e_ms']['p50']:.0f} ms, {s['throughput_tok_s']:.0f} tok/s "
-          f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; simulated in {wall:.1f} s)")
+          f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; "
+          f"simulated in {wall:.1f} s)")
+    print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     from vidur_specdec.metrics import flip_warning
 
     if flip_warning(s):  # k flipping at a schedule boundary (vLLM issue #49548)
         print(flip_warning(s), file=sys.stderr)
-    print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     return 0
 
 
+# --------------------------------------------------------------------------- python -m vidur_specdec.main
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The classic parser: a run's options plus the sweep options (used when ``--config`` is a sweep)."""
+    ap = cli.Parser(
+        prog="python -m vidur_specdec.main",
+        description="Simulate speculative decoding on Vidur (a run config) or run a sweep file; "
+                    f"`{cli.PROG} --help` lists every command.",
+    )
+    cli.add_config(ap, help="run config or sweep YAML (see configs/default.yaml, sweeps/)")
+    cli.add_set(ap)
+    cli.add_output_dir(ap, help="output folder (default: runs/<timestamp> for a run, runs/<sweep name> for a sweep)")
+    cli.add_overwrite(ap, help="run: replace the run in --output-dir; sweep: discard its journal and CSV")
+    cli.add_jobs(ap, help="sweep: parallel rows (default: all cores)")
+    cli.add_executor(ap)
+    return ap.parse_args(argv)
+
+
+def _classic(args: argparse.Namespace) -> int:
+    if _is_sweep_file(args.config):
+        from vidur_specdec.sweep.cli import run as run_sweep_command
+
+        return run_sweep_command(args)
+    return _run_one(args)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("report", "tune"):  # python -m vidur_specdec.main report|tune ... (docs/tune.md)
+        return cli.main(argv)
+    args = parse_args(argv)
+    return cli.guarded(lambda: _classic(args))
+
+
 def _entry() -> None:
-    """Console entry point; a closed stdout pipe (``... | head``) ends quietly."""
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    """Console entry point of the classic form."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

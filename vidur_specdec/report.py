@@ -449,28 +449,33 @@ def write_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> P
     return out_path
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vidur_specdec.main report",
-                                 description="Write a self-contained HTML results explorer for a sweep CSV.")
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """Options of ``python -m vidur_specdec report``."""
     ap.add_argument("csv", help="sweep results CSV (e.g. sweeps/results/specdec_39.csv)")
     ap.add_argument("-o", "--output", default=None, help="HTML page to write")
     ap.add_argument("--title", default=None, help="page title")
     ap.add_argument("--markdown", default=None, metavar="FILE",
                     help="also refresh the recorded-table block in this Markdown file (docs/sweep.md)")
-    args = ap.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the page and/or the Markdown block; errors are raised for the CLI's one error path."""
     if not args.output and not args.markdown:
-        ap.error("give -o PAGE.html (and/or --markdown FILE)")
-    try:
-        if args.output:
-            out = write_page(Path(args.csv), Path(args.output), args.title)
-            print(f"wrote {out}")
-        if args.markdown:
-            update_markdown(Path(args.markdown), Path(args.csv))
-            print(f"updated {args.markdown}")
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise ConfigError("report: give -o PAGE.html (and/or --markdown FILE)")
+    if args.output:
+        out = write_page(Path(args.csv), Path(args.output), args.title)
+        print(f"wrote {out}")
+    if args.markdown:
+        update_markdown(Path(args.markdown), Path(args.csv))
+        print(f"updated {args.markdown}")
     return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m vidur_specdec report ...`` (kept for ``python -m vidur_specdec.report``)."""
+    from vidur_specdec import cli
+
+    return cli.main(["report", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

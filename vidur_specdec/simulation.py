@@ -46,6 +46,7 @@ from vidur_specdec import acceptance as acceptance_mod
 from vidur_specdec.closed_loop import ClosedLoopMixin
 from vidur_specdec import deployment, memory, proposers, step_overheads, verify_cost
 from vidur_specdec.config import ConfigError, RunConfig, load
+from vidur_specdec.config_warnings import config_warnings
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.deployment import Deployment
 from vidur_specdec.models import ModelSpec
@@ -228,6 +229,7 @@ class Prepared:
     profile_files: Dict[str, str]
     deployment: Optional[Deployment] = None
     profile_source: Dict[str, Optional[str]] = field(default_factory=dict)  # target/draft: shipped|built|measured
+    warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
 
 
 def prepare(cfg: RunConfig) -> Prepared:
@@ -251,6 +253,8 @@ def prepare(cfg: RunConfig) -> Prepared:
                           f"> max_model_len {model.max_model_len}")
     head = proposers.head_memory(cfg, dep)  # an EAGLE/MTP/Medusa head's weights and KV per GPU (cheap)
     mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
+    gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
+    warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
     choices = deployment.profiles(cfg, dep, deployment.longest_request_tokens(cfg, specs))
     cache = cfg.predictor.cache_dir
     t = choices["target"]
@@ -283,7 +287,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         if spec.enabled and spec.num_speculative_tokens_per_batch_size else None,
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
-    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources)
+    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings)
 
 
 #: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged).
@@ -368,6 +372,7 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "tensor_parallel_size": p.cfg.parallel.tensor_parallel_size,
         "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size,
         "seed": p.cfg.seed,
+        "warnings": list(p.warnings),
     }
     return SimulationResult(req, steps, summarize(req, steps, extra), p.cfg)
 
@@ -401,7 +406,13 @@ def run_vidur_sarathi(config: Union[str, Path, Mapping, RunConfig, None] = None,
                                 store_plots=False, output_dir=tmp)
         reset_vidur_ids()
         sim = VidurSimulator(vidur_config(p, sched, Request, metrics))
-        sim.run()
+        try:
+            sim.run()
+        except AssertionError:
+            # Vidur's own Request.restart() keeps its stage counters, so the first preemption trips
+            # Vidur's assertion (SpecRequest.restart fixes it; found by tests/test_properties.py)
+            raise ConfigError(f"scheduler.num_blocks: Vidur's own Sarathi cannot preempt a request and "
+                              f"{p.memory.num_blocks} KV blocks force preemption; give more blocks") from None
         reqs = sim._request_generator.requests
     return pd.DataFrame({
         "arrived_at_s": [r.arrived_at for r in reqs],

@@ -1,101 +1,16 @@
-"""CLI: ``python -m vidur_specdec.profiles {build,build-shipped,compare,calibrate} ...``.
+"""``python -m vidur_specdec.profiles ...``: the same as ``python -m vidur_specdec profiles ...``
 
-Bad input (unknown model or device, tp that does not split the model, unreadable
-files) prints one ``error: ...`` line to stderr and exits with status 2.
+(see :mod:`vidur_specdec.profiles.cli`).
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 from typing import List, Optional
 
-from . import (
-    DEVICES,
-    ProfileError,
-    build_shipped,
-    compare_profile,
-    load_model,
-    write_profile,
-)
-
-
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="python -m vidur_specdec.profiles",
-        description="Analytical operator profiles in Vidur's CSV schema (times in ms per layer).",
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-
-    b = sub.add_parser("build", help="write DIR/mlp.csv and DIR/attention.csv for one model and device")
-    b.add_argument("--model", required=True, help="KNOWN_MODELS name or path to a YAML of ModelSpec fields")
-    b.add_argument("--device", required=True, help=f"one of {', '.join(sorted(DEVICES))}, or a YAML file of device figures")
-    b.add_argument("--tp", required=True, type=int, nargs="+", help="tensor parallel size(s); rows for each")
-    b.add_argument("--out", required=True, help="output directory (created if missing)")
-    b.add_argument("--max-tokens", type=int, default=None, help="largest num_tokens in mlp.csv (default 4096)")
-
-    s = sub.add_parser("build-shipped", help="regenerate the profiles shipped under ROOT")
-    s.add_argument("--root", default="profiles", help="profiles root (default: ./profiles)")
-
-    c = sub.add_parser("compare", help="median |%% error| per op and group against a measured Vidur profile")
-    c.add_argument("--model", required=True, help="KNOWN_MODELS name or path to a YAML of ModelSpec fields")
-    c.add_argument("--device", required=True, help=f"one of {', '.join(sorted(DEVICES))}, or a YAML file of device figures")
-    c.add_argument("--tp", required=True, type=int)
-    c.add_argument("--measured", required=True, help="folder with measured mlp.csv and attention[.sample].csv")
-    k = sub.add_parser(
-        "calibrate",
-        help="print the error table against Vidur's measured A100 profiles; with --write, refit params.py first",
-    )
-    k.add_argument("--shared", default=None,
-                   help="measured profiles root (default: ../shared/vidur-profiles beside the checkout)")
-    k.add_argument("--write", action="store_true",
-                   help="fit on Llama-2-7B and rewrite the calibrated block of vidur_specdec/profiles/params.py")
-    k.add_argument("--per-op", action="store_true", help="also print one row per op inside each group")
-    return ap
-
-
-def _check_device(name: str):
-    """A built-in device name or a YAML file of device figures (:func:`vidur_specdec.devices.get_device`)."""
-    from ..devices import DeviceError, get_device
-
-    try:
-        return get_device(name)
-    except DeviceError as exc:
-        raise ProfileError(str(exc).replace("device: ", "--device: ", 1)) from None
-
-
-def _run(args: argparse.Namespace) -> None:
-    if args.command == "build":
-        device = _check_device(args.device)
-        spec = load_model(args.model)
-        if args.max_tokens is not None and args.max_tokens < 1:
-            raise ProfileError(f"--max-tokens must be positive, got {args.max_tokens}")
-        for path in write_profile(spec, device, args.tp, args.out, args.max_tokens):
-            print(path)
-    elif args.command == "build-shipped":
-        for path in build_shipped(args.root):
-            print(path)
-    elif args.command == "compare":
-        device = _check_device(args.device)
-        spec = load_model(args.model)
-        table = compare_profile(spec, device, args.tp, args.measured)
-        print(f"# {spec.name} on {args.device}, tp={args.tp}, vs {args.measured}")
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
-    elif args.command == "calibrate":
-        from .calibrate import run
-
-        print(run(args.shared, write=args.write, per_op=args.per_op))
-
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        _run(args)
-    except (ProfileError, OSError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-    return 0
+    from vidur_specdec import cli
+
+    return cli.main(["profiles", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

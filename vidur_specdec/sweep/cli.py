@@ -7,48 +7,63 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.definition import load_sweep
 from vidur_specdec.sweep.executors import default_jobs
 from vidur_specdec.sweep.runner import run_sweep
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The sweep options (also added to ``vidur_specdec.main``'s parser)."""
-    ap.add_argument("--jobs", type=int, default=None, help="sweep: parallel rows (default: all cores)")
-    ap.add_argument("--executor", choices=("local", "ray"), default="local",
-                    help="sweep: local process pool (default) or a Ray cluster")
-    ap.add_argument("--address", default=None, help="sweep, --executor ray: cluster address (default: start Ray locally)")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="sweep: discard the output folder's journal and CSV for this sweep and rerun every row")
+    """Options of ``python -m vidur_specdec sweep`` (shared definitions from :mod:`vidur_specdec.cli`)."""
+    from vidur_specdec import cli
+
+    cli.add_config(ap, help="sweep YAML (see sweeps/ and docs/sweep.md)")
+    cli.add_set(ap)
+    cli.add_output_dir(ap, help="output folder (default: runs/<sweep name>)")
+    cli.add_overwrite(ap, help="discard the output folder's journal and CSV for this sweep and rerun every row")
+    cli.add_jobs(ap, help="parallel rows (default: all cores)")
+    cli.add_executor(ap)
 
 
-def main(args: argparse.Namespace) -> int:
-    """Run a sweep from parsed ``vidur_specdec.main`` arguments; returns the exit status."""
+def run(args: argparse.Namespace) -> int:
+    """Run a sweep; bad input raises for the CLI's one error path, Ctrl-C keeps the finished rows (130)."""
+    from vidur_specdec.cli import EXIT_INTERRUPTED
+
+    from vidur_specdec.config import ConfigError, read_yaml
+    from vidur_specdec.sweep.definition import is_sweep
+
+    if not is_sweep(read_yaml(args.config)):
+        raise ConfigError(f"--config: {args.config} is a run config (no top-level sweep:, grid: or rows: key); "
+                          f"run it with `python -m vidur_specdec run --config {args.config}`")
     out = sweep = None
     try:
         sweep = load_sweep(args.config, getattr(args, "overrides", []))
         out = Path(args.output_dir) if args.output_dir else Path("runs") / sweep.name
         jobs = getattr(args, "jobs", None)
         executor = getattr(args, "executor", "local") or "local"
-        run = run_sweep(sweep, out, jobs=jobs, executor=executor, address=getattr(args, "address", None),
-                        overwrite=getattr(args, "overwrite", False),
-                        log=lambda msg: print(msg, file=sys.stderr, flush=True))
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        result = run_sweep(sweep, out, jobs=jobs, executor=executor, address=getattr(args, "address", None),
+                           overwrite=getattr(args, "overwrite", False),
+                           log=lambda msg: print(msg, file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         where = f" in {out / sweep.journal_name}" if out is not None and sweep is not None else ""
         print(f"\ninterrupted: finished rows are saved{where}; rerun the same command to resume", file=sys.stderr)
-        return 130
-    workers = min(jobs or default_jobs(), max(run.ran, 1))
+        return EXIT_INTERRUPTED
+    workers = min(jobs or default_jobs(), max(result.ran, 1))
     how = f"{workers} {executor} worker{'s' if workers > 1 else ''}"
-    print(f"wrote {run.csv_path}: {run.rows} rows ({run.ran} run in {run.wall_s:.1f} s with {how}, "
-          f"{run.skipped} already done)")
+    print(f"wrote {result.csv_path}: {result.rows} rows ({result.ran} run in {result.wall_s:.1f} s with {how}, "
+          f"{result.skipped} already done)")
     return 0
 
 
-def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
-    from vidur_specdec.main import parse_args  # the one parser: --config, --output-dir, --set + sweep flags
+def main(args: argparse.Namespace) -> int:
+    """Run a sweep from parsed arguments (``vidur_specdec.main``'s classic form); returns the exit status."""
+    from vidur_specdec.cli import guarded
 
-    return parse_args(argv)
+    return guarded(lambda: run(args))
+
+
+def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
+    from vidur_specdec.cli import Parser
+
+    ap = Parser(prog="python -m vidur_specdec sweep")
+    add_arguments(ap)
+    return ap.parse_args(argv)

@@ -17,6 +17,8 @@ from vidur_specdec.config import (
     apply_overrides,
     from_dict,
     read_yaml,
+    resolve_path,
+    resolve_paths,
     set_dotted,
 )
 from vidur_specdec.sweep.digest import _canon, _sha, profile_digests
@@ -166,7 +168,7 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
     grid, a bad or unknown config key in any row, or two rows that are the same run.
     """
     src = None
-    base_dir = Path.cwd()
+    base_dir: Optional[Path] = None  # relative paths resolve against the sweep file's folder (mapping: as written)
     if isinstance(source, (str, Path)):
         src = str(source)
         data = read_yaml(source)
@@ -194,10 +196,12 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
 
     base = data.get("base") or {}
     if isinstance(base, str):
-        p = Path(base) if Path(base).is_absolute() else base_dir / base
+        p = Path(resolve_path(base, base_dir or Path.cwd()))
         if not p.is_file():
             raise ConfigError(f"base: file not found: {base}")
-        base = read_yaml(p)
+        base = resolve_paths(read_yaml(p, "base"), p.resolve().parent)  # paths in it: against its own folder
+    elif isinstance(base, Mapping):
+        base = resolve_paths(copy.deepcopy(dict(base)), base_dir)
     if not isinstance(base, Mapping):
         raise ConfigError(f"base: must be a run config mapping or a path to one, got {base!r}")
     try:
@@ -235,8 +239,11 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
     for i, (where, ov) in enumerate(expanded):
         data_i = copy.deepcopy(dict(base))
         try:
+            row_tree: Dict[str, Any] = {}  # the row's keys as a tree, its relative paths against the sweep file
             for k, v in ov.items():
-                set_dotted(data_i, k, v)
+                set_dotted(row_tree, k, v)
+            for k, v in resolve_paths(row_tree, base_dir).items():
+                set_dotted(data_i, k, v)  # mappings merge into sections key by key
             cfg = _normalise(from_dict(data_i))
         except ConfigError as e:
             raise ConfigError(f"{where} (sweep row {i}: {', '.join(f'{k}={_fmt_value(v)}' for k, v in ov.items())}): "

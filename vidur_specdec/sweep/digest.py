@@ -20,8 +20,8 @@ def _sha(text: Union[str, bytes], n: int = 16) -> str:
     return hashlib.sha256(text).hexdigest()[:n]
 
 
-# Top-level modules whose code cannot change a row's numbers (CLI, report page).
-_NOT_MODEL_CODE = {"main.py", "sweep.py", "report.py", "__main__.py"}
+# Top-level modules whose code cannot change a row's numbers (CLI, report page, the command line).
+_NOT_MODEL_CODE = {"main.py", "sweep.py", "report.py", "__main__.py", "cli.py"}
 # Modules in subpackages whose code does change a row's numbers: the code that turns a
 # simulation into the row's recorded metrics (a change there must not mix old and new rows).
 ROW_CODE = ("sweep/worker.py",)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
@@ -21,16 +20,11 @@ from vidur_specdec.config import ConfigError
 PROG = "python -m vidur_specdec.validate"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        sys.stderr.write(f"error: {self.prog}: {message}\n")
-        sys.exit(2)
-
-
 def _add_config(p, required=True) -> None:
-    p.add_argument("--config", required=required, help="simulator run config (YAML)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a simulator config key (repeatable)")
+    from vidur_specdec import cli
+
+    cli.add_config(p, required=required, help="simulator run config (YAML)")
+    cli.add_set(p)
 
 
 def _add_workload(p) -> None:
@@ -56,9 +50,21 @@ def _add_compare(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog=PROG, description="Replay a workload against a vLLM server, calibrate the simulator from "
-                                        "its counters, simulate the same requests and compare; read engine step logs.")
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    """The parser of ``python -m vidur_specdec.validate`` (the same options as ``... vidur_specdec validate``)."""
+    from vidur_specdec.cli import Parser
+
+    ap = Parser(prog=PROG)
+    add_arguments(ap)
+    return ap
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """Sub-subcommands of ``python -m vidur_specdec validate``."""
+    from vidur_specdec.cli import Parser
+
+    ap.description = ("Replay a workload against a vLLM server, calibrate the simulator from its counters, "
+                      "simulate the same requests and compare; read engine step logs.")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=Parser)
 
     p = sub.add_parser("generate", help="write a seeded trace (CSV or JSONL) from a config's workload section")
     _add_config(p)
@@ -127,7 +133,6 @@ def build_parser() -> argparse.ArgumentParser:
     for mode in ("fail", "abort", "hang"):
         p.add_argument(f"--{mode}", nargs="+", default=[], metavar="REQUEST_ID",
                        help=f"{mode} these requests (by X-Request-Id)")
-    return ap
 
 
 # --------------------------------------------------------------------------- steps of the loop
@@ -153,8 +158,8 @@ def _scrape_text(url: str):
     return scrape(url)
 
 
-def _replay(args, url: str, trace, out: Path, scrape: bool, before=None):
-    from vidur_specdec.validate.common import write_csv, write_json, write_text
+def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require_measured: bool = False):
+    from vidur_specdec.validate.common import check_measured, write_csv, write_json, write_text
     from vidur_specdec.validate.replay import chunk_log_jsonl, fetch_model_name, replay
 
     if args.timeout_s <= 0:
@@ -163,6 +168,18 @@ def _replay(args, url: str, trace, out: Path, scrape: bool, before=None):
         before = _scrape_text(url)
     model = args.model or fetch_model_name(url, api_key=args.api_key)
     res = replay(url, trace, model, args.timeout_s, api_key=args.api_key)
+    errors = res.frame.loc[res.frame["status"] != "ok", "error"].dropna().astype(str)
+    if len(errors):
+        res.stats["top_error"] = f"{errors.value_counts().index[0][:120]} ({errors.value_counts().iloc[0]}x)"
+    if require_measured:
+        check_measured(res.stats)  # before anything is written
+    else:
+        try:
+            check_measured(res.stats)
+        except ConfigError:
+            raise
+        except Exception as e:  # a replay on its own keeps what it measured, with a warning
+            print(f"warning: {str(e).split(': ', 1)[-1]}", file=sys.stderr)
     write_csv(out / "measured.csv", res.frame)
     write_text(out / "chunks.jsonl", chunk_log_jsonl(res.chunks))
     write_json(out / "replay.json", {"url": url, "model": model, **res.stats})
@@ -296,36 +313,41 @@ def cmd_steps(args) -> int:
     from vidur_specdec.validate.common import write_csv, write_json
     from vidur_specdec.validate.steplogs import analyze
 
-    cost_model = None
+    cost_model = cfg = None
     if args.config:
         from vidur_specdec.validate.cost import CostModel
 
-        cost_model = CostModel.from_config(_load_cfg(args))
+        cfg = _load_cfg(args)
+        cost_model = CostModel.from_config(cfg)
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps: must be >= 1, got {args.max_steps}")
     filters = {k: getattr(args, k) for k in ("gpu", "target", "split", "drafter", "k", "c", "start")}
     out = Path(args.out)
     tables = analyze(args.root, cost_model, filters, args.max_steps, args.times_unit)
+    warnings = []
+    if args.config:  # flag runs whose GPU, model or method differ from the config
+        from vidur_specdec.validate.steplogs import config_mismatches
+
+        warnings = config_mismatches(cfg, tables)
     for name, df in tables.items():
         write_csv(out / f"{name}.csv", df)
     notes = {"root": str(args.root), "filters": {k: v for k, v in filters.items() if v is not None},
              "outputs": {name: len(df) for name, df in tables.items()},
              "cost_model": cost_model.model if cost_model else None}
-    if cost_model is not None and "step_check" in tables and "target" in tables["step_check"]:
-        targets = sorted(set(map(str, tables["step_check"]["target"])))
-        if any(cost_model.model.split("/")[-1].lower() not in t.lower() for t in targets):
-            notes["warning"] = (f"the cost model is {cost_model.model}, the step logs are of {targets}: "
-                                "the check compares different models")
-            print(f"warning: {notes['warning']}", file=sys.stderr)
+    if args.config:
+        notes["warnings"] = warnings
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
     write_json(out / "steps_summary.json", notes)
     for name, df in tables.items():
         print(f"  {name}.csv: {len(df)} rows")
     if "step_check_summary" in tables:
         s = tables["step_check_summary"]
         for r in s[s["kind"] == "all"].to_dict("records"):
-            print(f"  {r.get('target')} {r.get('drafter')} k={r.get('k')} c={r.get('c')}: target forward "
-                  f"median |error| {r['target_median_abs_pct_error']:.1f} %, median ratio "
-                  f"{r['target_median_ratio']:.3f} (predicted / measured, {r['steps']} steps)")
+            flag = f" [DIFFERS FROM CONFIG: {r['config_mismatch']}]" if r.get("config_mismatch") else ""
+            print(f"  {r.get('gpu', '')} {r.get('target')} {r.get('drafter')} k={r.get('k')} c={r.get('c')}: "
+                  f"target forward median |error| {r['target_median_abs_pct_error']:.1f} %, median ratio "
+                  f"{r['target_median_ratio']:.3f} (predicted / measured, {r['steps']} steps){flag}")
     print(f"wrote {out}/")
     return 0
 
@@ -342,9 +364,14 @@ def cmd_run(args) -> int:
         raise ConfigError(f"--out: {out} exists and is not a folder")
     if args.timeout_s <= 0:
         raise ConfigError(f"--timeout-s: must be > 0, got {args.timeout_s}")
-    source = load_trace(args.trace) if args.trace else None
+    source = None
+    if args.trace:  # any trace the simulator reads; token ids drawn where absent, as generate draws them
+        from vidur_specdec.validate.workload import with_token_ids
+
+        source = with_token_ids(load_trace(args.trace), cfg.seed if args.seed is None else args.seed)
     before = _scrape_text(url)  # the server must answer before anything is written
     created = not out.exists()
+    found = {} if created else _stamps(out)
     trace_path = out / "trace.csv"
     try:
         if source is not None:
@@ -353,23 +380,62 @@ def cmd_run(args) -> int:
             _generate(args, cfg, trace_path)
         trace = load_trace(trace_path)
         _provisional_check(args.config, args.overrides, trace_path, before)
+        print(f"trace: {len(trace)} requests over {trace['arrival_offset_s'].max():.1f} s -> {trace_path}")
+        res, before, after = _replay(args, url, trace, out, scrape=True, before=before, require_measured=True)
+        cal = calibrate(before, after)
+        write_calibration(cal, out, args.acceptance)
+        _print_calibration(cal)
+        _compare(args, args.config, trace_path, trace, res.frame, cal, out)
+    except KeyboardInterrupt:
+        _remove_outputs(out, created, found)
+        print("\ninterrupted: nothing was written", file=sys.stderr)
+        return 130
     except BaseException:
-        trace_path.unlink(missing_ok=True)
-        if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
+        _remove_outputs(out, created, found)  # nothing half-written: a failed run leaves the folder as it found it
         raise
-    print(f"trace: {len(trace)} requests over {trace['arrival_offset_s'].max():.1f} s -> {trace_path}")
-    res, before, after = _replay(args, url, trace, out, scrape=True, before=before)
-    cal = calibrate(before, after)
-    write_calibration(cal, out, args.acceptance)
-    _print_calibration(cal)
-    _compare(args, args.config, trace_path, trace, res.frame, cal, out)
     return 0
+
+
+RUN_OUTPUTS = ("trace.csv", "measured.csv", "chunks.jsonl", "replay.json", "metrics_before.prom",
+               "metrics_after.prom", "calibration.json", "calibration.yaml", "simulated.csv", "comparison.csv",
+               "comparison.json", "report.html")
+
+
+def _stamps(out: Path) -> dict:
+    """``{name: (mtime_ns, size)}`` of the run's output names already in ``out``."""
+    stamps = {}
+    for name in RUN_OUTPUTS:
+        try:
+            st = (out / name).stat()
+            stamps[name] = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            pass
+    return stamps
+
+
+def _remove_outputs(out: Path, created: bool, found: dict) -> None:
+    """Remove what this ``validate run`` wrote into ``out`` (the folder too, when this run created it).
+
+    Files that were there before and were not rewritten (same mtime and size) are kept.
+    """
+    import shutil
+
+    if created:
+        shutil.rmtree(out, ignore_errors=True)
+        return
+    for name, stamp in _stamps(out).items():
+        if found.get(name) != stamp:
+            try:
+                (out / name).unlink()
+            except OSError:
+                pass
 
 
 def cmd_fake_server(args) -> int:
     from vidur_specdec.validate.fake_server import FakeEngineConfig, serve_forever
 
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port: must be in [0, 65535] (0 picks a free port), got {args.port}")
     faults = {**{r: "fail" for r in args.fail}, **{r: "abort" for r in args.abort}, **{r: "hang" for r in args.hang}}
     step_fn = None
     if args.cost_config:
@@ -411,14 +477,13 @@ COMMANDS = {"generate": cmd_generate, "replay": cmd_replay, "calibrate": cmd_cal
             "steps": cmd_steps, "run": cmd_run, "fake-server": cmd_fake_server}
 
 
+def run(args: argparse.Namespace) -> int:
+    """Run one validation sub-subcommand; failures go to the CLI's one error path (exit 2 or 3)."""
+    return COMMANDS[args.cmd](args)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.cmd](args)
-    except ConfigError as e:
-        msg = str(e).replace("\n", " ")
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
-    except json.JSONDecodeError as e:  # pragma: no cover - defensive
-        print(f"error: bad JSON: {e}", file=sys.stderr)
-        return 2
+    """``python -m vidur_specdec.validate ...`` = ``python -m vidur_specdec validate ...``."""
+    from vidur_specdec import cli
+
+    return cli.main(["validate", *(sys.argv[1:] if argv is None else argv)])

@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import pandas as pd
 
@@ -26,6 +26,30 @@ FILE_MODE = 0o666 & ~_UMASK
 
 class ValidateError(ConfigError):
     """Bad input to the harness (file, URL, counters); the message is one line."""
+
+
+# The server under validation failed (unreachable, or too few requests answered): exit status 3.
+from vidur_specdec.cli import ServiceError  # noqa: E402,F401  (re-exported for the harness)
+
+MIN_MEASURED_SHARE = 0.9  # a replay that measured fewer requests than this is a failed measurement
+
+
+def check_measured(stats: dict, share: Optional[float] = None) -> None:
+    """A replay that measured fewer than ``share`` (default 90 %) of its requests failed: :class:`ServiceError`.
+
+    The message gives the breakdown by status and the most common error.
+    """
+    share = MIN_MEASURED_SHARE if share is None else share
+    n = int(stats.get("num_requests", 0))
+    counts = stats.get("status_counts", {})
+    ok = int(counts.get("ok", 0))
+    if n and ok >= share * n:
+        return
+    breakdown = ", ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    common = stats.get("top_error")
+    raise ServiceError(f"--url: the server answered {ok} of {n} requests ({breakdown}"
+                       + (f"; most common error: {common}" if common else "")
+                       + f"); at least {share:.0%} must be measured to compare")
 
 
 def raise_fd_limit(want: int = 65536) -> int:

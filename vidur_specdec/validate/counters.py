@@ -84,7 +84,9 @@ def scrape(url: str, timeout_s: float = 10.0) -> Snapshot:
             text = r.read().decode("utf-8", "replace")
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
-        raise ValidateError(f"--url: cannot scrape {u}: {reason}") from None
+        from vidur_specdec.validate.common import ServiceError
+
+        raise ServiceError(f"--url: cannot scrape {u}: {reason}") from None
     return Snapshot.parse(text, u)
 
 

@@ -424,7 +424,9 @@ def fetch_model_name(url: str, timeout_s: float = 10.0, api_key: Optional[str] =
             data = json.loads(r.read().decode())
         return str(data["data"][0]["id"])
     except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError) as e:
-        raise ValidateError(f"--url: cannot list models at {u}: {e}; pass --model") from None
+        from vidur_specdec.validate.common import ServiceError
+
+        raise ServiceError(f"--url: cannot list models at {u}: {e}; pass --model") from None
 
 
 def _ids_for(trace_row, seed: int = 0) -> List[int]:

@@ -85,9 +85,29 @@ def generate_trace(cfg: RunConfig, arrival: Optional[str] = None, cv: float = 1.
     })
 
 
+def with_token_ids(df: pd.DataFrame, seed: int, token_id_range=DEFAULT_TOKEN_RANGE) -> pd.DataFrame:
+    """``df`` with seeded ``prompt_token_ids`` for the rows that have none (a trace in the simulator's format).
+
+    The ids are drawn as :func:`generate_trace` draws them (:func:`prompt_ids`, stream ``[seed, 2]``).
+    """
+    out = df.copy()
+    if "prompt_token_ids" not in out:
+        out["prompt_token_ids"] = [None] * len(out)
+    missing = [i for i, v in enumerate(out["prompt_token_ids"]) if v is None]
+    if missing:
+        drawn = prompt_ids([int(out["prompt_tokens"].iloc[i]) for i in missing], seed, token_id_range)
+        ids = list(out["prompt_token_ids"])
+        for i, lst in zip(missing, drawn):
+            ids[i] = lst
+        out["prompt_token_ids"] = ids
+    return out
+
+
 def write_trace(df: pd.DataFrame, path: Union[str, Path]) -> Path:
     """Write a trace as CSV (ids space-separated) or JSONL (ids as lists), chosen by the suffix."""
     path = Path(path)
+    if any(v is None for v in df["prompt_token_ids"]):
+        raise ValidateError(f"{path}: rows without prompt_token_ids; draw them with with_token_ids() first")
     out = df[TRACE_COLUMNS].copy()
     if path.suffix in (".jsonl", ".json"):
         lines = []
@@ -135,7 +155,14 @@ def load_trace(path: Union[str, Path], what: str = "--trace") -> pd.DataFrame:
         raise ValidateError(f"{what}: {path}: request_id values must be unique")
     df["prompt_tokens"] = df["prompt_tokens"].astype(int)
     df["output_tokens"] = df["output_tokens"].astype(int)
-    ids = [_parse_ids(v) for v in df["prompt_token_ids"]] if "prompt_token_ids" in df else [None] * len(df)
+    ids = [None] * len(df)
+    if "prompt_token_ids" in df:
+        for i, v in enumerate(df["prompt_token_ids"]):
+            try:
+                ids[i] = _parse_ids(v)
+            except (ValueError, TypeError):
+                raise ValidateError(f"{what}: {path}: request {df['request_id'][i]} has prompt_token_ids that "
+                                    f"are not integers: {str(v)[:60]!r}") from None
     for i, (lst, n) in enumerate(zip(ids, df["prompt_tokens"])):
         if lst is not None and len(lst) != n:
             raise ValidateError(f"{what}: {path}: request {df['request_id'][i]} has {len(lst)} prompt token ids "

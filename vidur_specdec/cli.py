@@ -1,0 +1,209 @@
+"""The command line: ``python -m vidur_specdec {run, sweep, report, tune, profiles, validate} ...``.
+
+One parser with argparse subcommands, built from :data:`SUBCOMMANDS`, a table
+of (name, module, one-line help). Each subcommand lives in its own module,
+imported only when that subcommand runs (``--help`` imports each once to build
+its options), and exposes::
+
+    add_arguments(parser: argparse.ArgumentParser) -> None
+    run(args: argparse.Namespace) -> int
+
+Options several subcommands share (``--config``, ``--set``, ``--output-dir``,
+``--overwrite``, ``--jobs``, ``--executor``, ``--address``) are defined once
+here (:func:`add_config`, ...) and reused.
+
+One error path (:func:`guarded`): every expected failure ends with one line on
+stderr and a documented exit status, nothing half-written:
+
+====  ======================================================================
+0     success
+2     bad input: a config key, a file, a folder, a permission, an encoding
+      (:class:`~vidur_specdec.config.ConfigError`, ``OSError``)
+3     a failed external service: the server under validation did not answer,
+      or answered too few requests (:class:`ServiceError`)
+130   interrupted (Ctrl-C); a sweep keeps its finished rows and resumes
+====  ======================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Callable, List, Optional
+
+from vidur_specdec.config import ConfigError
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_SERVICE = 3
+EXIT_INTERRUPTED = 130
+
+PROG = "python -m vidur_specdec"
+
+
+class ServiceError(Exception):
+    """An external service (the server under validation, a Ray cluster) failed; exit status 3."""
+
+
+# (name, module, one-line help): the subcommands, in --help order.
+SUBCOMMANDS = [
+    ("run", "vidur_specdec.main", "simulate one run config; writes requests.csv, steps.csv, summary.json"),
+    ("sweep", "vidur_specdec.sweep.cli", "run every row of a sweep file, in parallel and resumably, into one CSV"),
+    ("report", "vidur_specdec.report", "write the results explorer page (HTML) for a sweep CSV"),
+    ("tune", "vidur_specdec.tune.cli", "search a config space for the best settings under a latency target"),
+    ("profiles", "vidur_specdec.profiles.cli", "build, compare and calibrate analytical operator profiles"),
+    ("validate", "vidur_specdec.validate.cli", "replay a workload against a vLLM server and compare"),
+]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``error: PROG: message (see PROG --help)``, exit status 2."""
+
+    def error(self, message: str) -> None:  # noqa: D401 - argparse API
+        sys.stderr.write(f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+# --------------------------------------------------------------------------- shared options
+
+
+def add_config(p: argparse.ArgumentParser, required: bool = True,
+               help: str = "config YAML (a run config, see configs/default.yaml)") -> None:
+    p.add_argument("--config", required=required, help=help)
+
+
+def add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override any config key, e.g. --set speculative.num_speculative_tokens=2 (repeatable)")
+
+
+def add_output_dir(p: argparse.ArgumentParser, help: str = "output folder") -> None:
+    p.add_argument("--output-dir", help=help)
+
+
+def add_overwrite(p: argparse.ArgumentParser, help: str = "replace earlier results in --output-dir") -> None:
+    p.add_argument("--overwrite", action="store_true", help=help)
+
+
+def add_jobs(p: argparse.ArgumentParser, help: str = "parallel simulations (default: all cores)") -> None:
+    p.add_argument("--jobs", type=int, default=None, help=help)
+
+
+def add_executor(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--address", default=None, help="--executor ray: cluster address (default: start Ray locally)")
+
+
+# --------------------------------------------------------------------------- one error path
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "(no message)"
+
+
+def _os_error_text(e: OSError) -> str:
+    import errno
+
+    where = e.filename if e.filename is not None else ""
+    if where and e.errno in (errno.EEXIST, errno.ENOTDIR) and not getattr(e, "filename2", None):
+        return f"{where}: a file is in the way where a folder is needed ({e.strerror})"
+    if getattr(e, "filename2", None):
+        where = f"{where} -> {e.filename2}"
+    what = e.strerror or str(e) or type(e).__name__
+    return f"{where}: {what}" if where else what
+
+
+def report_error(message: str) -> None:
+    """Print ``error: message`` as one line on stderr."""
+    sys.stderr.write(f"error: {_one_line(message)}\n")
+    sys.stderr.flush()
+
+
+def guarded(fn: Callable[[], int]) -> int:
+    """Run ``fn`` and map every expected failure to one stderr line and its exit status (module doc)."""
+    try:
+        code = fn()
+        sys.stdout.flush()
+        return EXIT_OK if code is None else int(code)
+    except ConfigError as e:
+        report_error(str(e))
+        return EXIT_BAD_INPUT
+    except ServiceError as e:
+        report_error(str(e))
+        return EXIT_SERVICE
+    except KeyboardInterrupt:
+        sys.stderr.write("\ninterrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `... | head`: stdout went away; end quietly
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:  # pragma: no cover
+            pass
+        return 1
+    except UnicodeDecodeError as e:
+        report_error(f"a file is not UTF-8 text (byte {e.start}): {e.reason}")
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        report_error(_os_error_text(e))
+        return EXIT_BAD_INPUT
+
+
+# --------------------------------------------------------------------------- the parser
+
+
+def subcommand_module(name: str):
+    """Import a subcommand's module (raises ModuleNotFoundError when it is not installed on this branch)."""
+    for n, module, _ in SUBCOMMANDS:
+        if n == name:
+            return importlib.import_module(module)
+    raise KeyError(name)
+
+
+def _available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, just that subcommand's module is imported."""
+    ap = Parser(prog=PROG, description="Simulate speculative decoding in LLM serving on Vidur. "
+                                       "Exit status: 0 ok, 2 bad input, 3 failed external service, "
+                                       "130 interrupted.")
+    from vidur_specdec import __version__
+
+    ap.add_argument("--version", action="version", version=f"vidur_specdec {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
+    for name, module, help_text in SUBCOMMANDS:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        if only is not None and name != only:
+            continue
+        if not _available(module):
+            p.set_defaults(_missing=True)
+            continue
+        importlib.import_module(module).add_arguments(p)
+    return ap
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    names = [n for n, _, _ in SUBCOMMANDS]
+    only = first if first in names and argv and argv[0] == first else None
+    args = build_parser(only).parse_args(argv)
+    if getattr(args, "_missing", False):
+        report_error(f"{args.command}: not available in this installation ({args._module} is missing)")
+        return EXIT_BAD_INPUT
+    module = importlib.import_module(args._module)
+    return guarded(lambda: module.run(args))
+
+
+def entry() -> None:
+    """Console entry point (``vidur-specdec``)."""
+    sys.exit(main())
