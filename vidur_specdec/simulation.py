@@ -263,6 +263,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         device_spec=dep.device,
         tensor_parallel_size=dep.tp,
         step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp),
+        all_reduce=cfg.engine.all_reduce,
     )
     scheduler = SpecSarathiSchedulerConfig(
         chunk_size=cfg.scheduler.chunk_size,
