@@ -16,7 +16,11 @@ Rows whose model, device or tensor-parallel size this checkout cannot run
 skipped with the reason. Sources: docs/model.md, "Checked against published
 measurements".
 
-    python scripts/check_published.py [--profiles shipped|DIR] [--only SUBSTRING]
+``--all-reduce`` sets ``engine.all_reduce`` for both columns (default: the
+config default, ``vllm_custom``; ``nccl`` prices every tensor-parallel
+all-reduce as NCCL, the model before vLLM's custom all-reduce was added).
+
+    python scripts/check_published.py [--profiles shipped|DIR] [--only SUBSTRING] [--all-reduce NAME]
 """
 
 import argparse
@@ -26,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vidur_specdec.collectives import ALL_REDUCE_MODELS, DEFAULT_ALL_REDUCE  # noqa: E402
 from vidur_specdec.config import ConfigError, load  # noqa: E402
 from vidur_specdec.simulation import prepare, run_prepared  # noqa: E402
 
@@ -106,15 +111,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profiles", default="shipped", help="profile root (default: the shipped profiles)")
     ap.add_argument("--only", default=None, help="run only rows whose label contains this")
+    ap.add_argument("--all-reduce", default=DEFAULT_ALL_REDUCE, choices=sorted(ALL_REDUCE_MODELS),
+                    help=f"engine.all_reduce for every run (default: {DEFAULT_ALL_REDUCE})")
     a = ap.parse_args(argv)
+    ar = {"all_reduce": a.all_reduce}
     print(f"{'setting':20} {'published':>9} {'after':>8} {'err':>7} {'before':>8} {'err':>7}   (ms per output token)")
     errs = []
     for row in ROWS:
         if a.only and a.only not in row.label:
             continue
         try:
-            after = ms_per_token(row, a.profiles)
-            before = ms_per_token(row, a.profiles, LAYERS_ONLY)
+            after = ms_per_token(row, a.profiles, ar)
+            before = ms_per_token(row, a.profiles, {**LAYERS_ONLY, **ar})
         except ConfigError as e:
             print(f"{row.label:20} skipped: {e}")
             continue
@@ -123,7 +131,7 @@ def main(argv=None) -> int:
         print(f"{row.label:20} {pub:9.2f} {after:8.2f} {after / pub - 1:+7.1%} {before:8.2f} {before / pub - 1:+7.1%}")
     if errs:
         mean_abs = sum(abs(e) for e in errs) / len(errs)
-        print(f"\n{len(errs)} rows; mean |error| after: {mean_abs:.1%}")
+        print(f"\n{len(errs)} rows; mean |error| after: {mean_abs:.1%} (engine.all_reduce: {a.all_reduce})")
     print("sources:", *sorted({r.source for r in ROWS}), sep="\n  ")
     return 0
 

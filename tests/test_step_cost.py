@@ -156,7 +156,7 @@ def test_engine_overheads_only_slow_steps_down():
     assert not math.isnan(full.summary["tpot_ms"]["mean"])
 
 
-def _predictor(tp: int):
+def _predictor(tp: int, all_reduce: str = collectives.DEFAULT_ALL_REDUCE):
     from vidur.config import CacheConfig, ReplicaConfig
 
     from vidur_specdec import proposers, verify_cost
@@ -169,19 +169,20 @@ def _predictor(tp: int):
         target=load_time_model(*locate_profile("shipped", "a100", cfg.model)),
         verify_cost=verify_cost.build(cfg.speculative), proposer=proposers.build(cfg, None),
         model_spec=model, device_spec=A100, tensor_parallel_size=tp,
-        step_overheads=step_overheads.build(cfg.engine, model, A100, tp))
+        step_overheads=step_overheads.build(cfg.engine, model, A100, tp), all_reduce=all_reduce)
     rc = ReplicaConfig(model_name=cfg.model, tensor_parallel_size=tp, num_pipeline_stages=1, device="a100",
                        network_device="a100_pairwise_nvlink")
     return SpecDecExecutionTimePredictor(pc, rc, CacheConfig(block_size=16, num_blocks=1000))
 
 
-def test_tensor_parallel_comm_is_two_all_reduces_per_layer():
+@pytest.mark.parametrize("name", sorted(collectives.ALL_REDUCE_MODELS))
+def test_tensor_parallel_comm_is_two_all_reduces_per_layer(name):
     """At TP > 1 each layer pays two all-reduces of tokens x hidden x 2 bytes; comm_ms is inside verify_ms."""
     b = _batch([(True, 1, 300, 100)] * 8)
     b.total_num_q_tokens, b.replica_id = 8, 0
-    one, two = _predictor(1).get_execution_time(b, 0), _predictor(2).get_execution_time(b, 0)
+    one, two = _predictor(1, name).get_execution_time(b, 0), _predictor(2, name).get_execution_time(b, 0)
     assert one.comm_ms == 0.0
-    expected = 2 * 32 * collectives.all_reduce_ms(A100, 2, 8 * 4096 * 2)
+    expected = 2 * 32 * collectives.ALL_REDUCE_MODELS[name](A100, 2, 8 * 4096 * 2)
     assert two.comm_ms == pytest.approx(expected, rel=1e-12) and two.comm_ms > 0
     # same per-GPU op tables here, so the layers differ by the all-reduces alone
     assert two.verify_ms - one.verify_ms == pytest.approx(expected, rel=1e-9)

@@ -1,4 +1,13 @@
-"""Collective model: the time of one NCCL all-reduce among the GPUs of a tensor-parallel group.
+"""Collective model: the time of one all-reduce among the GPUs of a tensor-parallel group.
+
+Two named models, chosen by ``engine.all_reduce`` (:data:`ALL_REDUCE_MODELS`):
+
+* ``nccl``: every all-reduce is a measured-and-fitted NCCL all-reduce (below);
+* ``vllm_custom`` (default): what vLLM does — its custom all-reduce
+  (:mod:`vidur_specdec.custom_all_reduce`) for the sizes and TP degrees it
+  supports, NCCL for the rest.
+
+The NCCL model:
 
 Physics first. A ring all-reduce of ``nbytes`` over ``n`` GPUs moves
 ``2(n-1)/n · nbytes`` per GPU ("bus bytes", the quantity ``nccl-tests`` divides
@@ -32,24 +41,56 @@ import argparse
 import hashlib
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from vidur_specdec import collectives_fit as FIT
+from vidur_specdec import custom_all_reduce as CUSTOM_AR
 from vidur_specdec.devices import DeviceSpec
 
 TIME_COL = "time_stats.all_reduce.median"
 
 
 def all_reduce_ms(device: DeviceSpec, world: int, nbytes: int) -> float:
-    """Time (ms) of one all-reduce of ``nbytes`` (per GPU, the tensor's size) among ``world`` GPUs.
+    """Time (ms) of one NCCL all-reduce of ``nbytes`` (per GPU, the tensor's size) among ``world`` GPUs.
 
     0.0 for ``world`` <= 1 or no bytes. Monotone non-decreasing in ``nbytes``
-    and in ``world``.
+    and in ``world``. This is the ``nccl`` model of :data:`ALL_REDUCE_MODELS`.
     """
     if world <= 1 or nbytes <= 0:
         return 0.0
     return _model((FIT.FLOOR_MS, FIT.LATENCY_MS, FIT.HOP_MS, FIT.BUS_BANDWIDTH * _link_ratio(device)),
                   world, nbytes)
+
+
+def vllm_custom_all_reduce_ms(device: DeviceSpec, world: int, nbytes: int) -> float:
+    """Time (ms) of one tensor-parallel all-reduce as vLLM runs it: custom kernels where vLLM uses them, else NCCL.
+
+    0.0 for ``world`` <= 1 or no bytes; NCCL (:func:`all_reduce_ms`) for TP
+    sizes vLLM's custom all-reduce does not support and for messages of
+    ``custom_all_reduce.MAX_BYTES`` (8 MiB) or more. Monotone non-decreasing in ``nbytes``.
+    """
+    if world <= 1 or nbytes <= 0:
+        return 0.0
+    if not CUSTOM_AR.applies(world, nbytes):
+        return all_reduce_ms(device, world, nbytes)
+    return CUSTOM_AR.custom_all_reduce_ms(device, world, nbytes)
+
+
+# named collective models for ``engine.all_reduce``: name -> f(device, world, nbytes) -> ms
+ALL_REDUCE_MODELS: Dict[str, Callable[[DeviceSpec, int, int], float]] = {
+    "vllm_custom": vllm_custom_all_reduce_ms,
+    "nccl": all_reduce_ms,
+}
+DEFAULT_ALL_REDUCE = "vllm_custom"  # the simulator mimics vLLM, whose default is the custom all-reduce
+
+
+def all_reduce_model(name: str) -> Callable[[DeviceSpec, int, int], float]:
+    """The registered collective model ``name`` (a key of :data:`ALL_REDUCE_MODELS`)."""
+    try:
+        return ALL_REDUCE_MODELS[name]
+    except KeyError:
+        raise ValueError(f"engine.all_reduce: unknown model {name!r}; "
+                         f"allowed: {', '.join(ALL_REDUCE_MODELS)}") from None
 
 
 def _link_ratio(device: DeviceSpec) -> float:

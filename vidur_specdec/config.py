@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import yaml
 
 from vidur_specdec import verify_cost
+from vidur_specdec.collectives import ALL_REDUCE_MODELS, DEFAULT_ALL_REDUCE
 from vidur_specdec.devices import DeviceError, get_device
 from vidur_specdec.memory import TP_SIZES, tp_fits
 from vidur_specdec.models import KNOWN_MODELS, ModelError, ModelSpec, resolve_model
@@ -191,6 +192,8 @@ class EngineConfig:
     sampling_logit_passes: float = _f(10.0, lo=0.0, hi=1e3,
                                       doc="passes over the fp32 logits (rows x vocab x 4 B) at HBM bandwidth")
     lm_head: bool = _f(True, doc="price the LM head on every row that needs logits (false: layers only, as Vidur)")
+    all_reduce: str = _f(DEFAULT_ALL_REDUCE, choices=tuple(ALL_REDUCE_MODELS),
+                         doc="tensor-parallel all-reduce: vLLM's custom all-reduce with NCCL fallback, or NCCL only")
 
 
 @dataclass

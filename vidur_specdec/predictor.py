@@ -40,7 +40,7 @@ from vidur.execution_time_predictor import (
 )
 from vidur.types import BaseIntEnum
 
-from vidur_specdec.collectives import all_reduce_ms
+from vidur_specdec.collectives import DEFAULT_ALL_REDUCE, all_reduce_model
 from vidur_specdec.config import ConfigError
 from vidur_specdec.devices import DeviceSpec
 from vidur_specdec.models import ModelSpec
@@ -481,6 +481,7 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     device_spec: Optional[DeviceSpec] = None
     tensor_parallel_size: int = 1
     step_overheads: object = None
+    all_reduce: str = DEFAULT_ALL_REDUCE  # engine.all_reduce: a key of collectives.ALL_REDUCE_MODELS
 
     @staticmethod
     def get_type():
@@ -502,6 +503,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._device = predictor_config.device_spec
         self._hidden = predictor_config.model_spec.hidden_size if predictor_config.model_spec is not None else 0
         self._overheads = predictor_config.step_overheads
+        self._all_reduce = all_reduce_model(predictor_config.all_reduce)
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None and hasattr(self._proposer, "bind"):
@@ -573,10 +575,11 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
 
         Vidur's ExecutionTime charges it twice per layer (after the attention
         output projection and after the MLP down projection); 0 at TP 1.
+        Priced by the collective model ``engine.all_reduce`` names.
         """
         if self._tp <= 1:
             return 0.0
-        return all_reduce_ms(self._device, self._tp, self._tok(batch) * self._hidden * 2)
+        return self._all_reduce(self._device, self._tp, self._tok(batch) * self._hidden * 2)
 
     def _get_pipeline_parallel_communication_time(self, batch) -> float:
         return 0.0  # pipeline parallel 1

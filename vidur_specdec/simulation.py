@@ -274,6 +274,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         device_spec=dep.device,
         tensor_parallel_size=dep.tp,
         step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp),
+        all_reduce=cfg.engine.all_reduce,
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
