@@ -53,7 +53,7 @@ SUBCOMMANDS = [
     ("run", "vidur_specdec.main", "simulate one run config; writes requests.csv, steps.csv, summary.json"),
     ("sweep", "vidur_specdec.sweep.cli", "run every row of a sweep file, in parallel and resumably, into one CSV"),
     ("report", "vidur_specdec.report", "write the results explorer page (HTML) for a sweep CSV"),
-    ("tune", "vidur_specdec.tune.cli", "search a config space for the best settings under a latency target"),
+    ("tune", "vidur_specdec.tune.cli", "find where speculation stops paying, the best k per load and a per-batch-size k schedule; write a vLLM speculative_config"),
     ("profiles", "vidur_specdec.profiles.cli", "build, compare and calibrate analytical operator profiles"),
     ("validate", "vidur_specdec.validate.cli", "replay a workload against a vLLM server and compare"),
 ]
