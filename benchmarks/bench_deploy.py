@@ -34,7 +34,7 @@ DEPLOYMENTS = [
 
 def run_once(sets, cache, out, requests):
     cmd = [sys.executable, "-m", "vidur_specdec.main", "--config", str(REPO / "configs/default.yaml"),
-           "--output-dir", str(out), "--set", f"predictor.cache_dir={cache}"]
+           "--output-dir", str(out), "--overwrite", "--set", f"predictor.cache_dir={cache}"]
     for s in sets + ([f"workload.num_requests={requests}"] if requests else []):
         cmd += ["--set", s]
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
