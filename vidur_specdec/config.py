@@ -1,12 +1,15 @@
-"""Run configuration: schema, defaults, validation and ``--set`` overrides.
+"""Run configuration: the schema and its defaults, cross-field checks, and :func:`load`.
 
 A run config is a YAML mapping whose shape is the dataclasses below. Every
 field carries its allowed range in its metadata, so one generic validator
-checks any config and names the offending key::
+(:mod:`vidur_specdec.config_fields`) checks any config and names the offending
+key::
 
     speculative.acceptance_rate: must be a number in [0, 1], got 1.5
 
-Units: times in ms unless the name ends in ``_s``; lengths in tokens.
+Reading files and ``--set`` overrides is :mod:`vidur_specdec.config_files`;
+relative paths, :mod:`vidur_specdec.paths`. Units: times in ms unless the name
+ends in ``_s``; lengths in tokens.
 """
 
 from __future__ import annotations
@@ -14,11 +17,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
-
-import yaml
 
 from vidur_specdec import verify_cost
 from vidur_specdec.collectives import ALL_REDUCE_MODELS, DEFAULT_ALL_REDUCE
@@ -26,18 +27,16 @@ from vidur_specdec.devices import DeviceError, get_device
 from vidur_specdec.memory import TP_SIZES, tp_fits
 from vidur_specdec.models import KNOWN_MODELS, ModelError, ModelSpec, resolve_model
 from vidur_specdec.paths import PATH_KEYS, register_path_key, resolve_path, resolve_paths  # noqa: F401 (re-exported)
-
-
-class ConfigError(ValueError):
-    """A bad config value; the message is one line naming the key."""
-
-
-def _f(default, *, lo=None, hi=None, choices=None, doc=""):
-    """A dataclass field with validation metadata (``lo``/``hi`` inclusive)."""
-    meta = {"lo": lo, "hi": hi, "choices": choices, "doc": doc}
-    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
-        return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
-    return field(default=default, metadata=meta)
+from vidur_specdec.errors import ConfigError  # noqa: F401 (re-exported)
+from vidur_specdec.config_fields import _build, _f  # noqa: F401
+from vidur_specdec.config_files import (  # noqa: F401 (re-exported)
+    apply_overrides,
+    override_list,
+    parse_set,
+    parse_yaml_text,
+    read_yaml,
+    set_dotted,
+)
 
 
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
@@ -217,117 +216,6 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
-# --------------------------------------------------------------------------- validation
-
-
-def _type_name(tp) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Union:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return f"{_type_name(args[0])} or null"
-    if origin in (list, List):
-        return f"a list of {_type_name(typing.get_args(tp)[0])}s"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true/false"}.get(tp, str(tp))
-
-
-def _range_text(meta, tp) -> str:
-    if typing.get_origin(tp) is Union:
-        inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
-        return _range_text(meta, inner) + " or null"
-    lo, hi, choices = meta.get("lo"), meta.get("hi"), meta.get("choices")
-    if callable(choices):
-        choices = choices()
-    if choices:
-        return "one of " + ", ".join(str(c) for c in choices)
-    if lo is not None and hi is not None:
-        num = (lambda x: str(x)) if tp is int else (lambda x: f"{x:g}")
-        return f"{_type_name(tp)} in [{num(lo)}, {num(hi)}]"
-    return _type_name(tp)
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars (``numpy.int64``, ``numpy.float32``, ``numpy.bool_``) and arrays as Python values."""
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy is a dependency
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
-def _coerce(key: str, value: Any, tp, meta) -> Any:
-    """Check one value against its declared type and range; return it normalised."""
-    origin = typing.get_origin(tp)
-    if origin is Union:
-        if value is None:
-            return None
-        inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
-        try:
-            return _coerce(key, value, inner, meta)
-        except ConfigError as e:
-            if typing.get_origin(inner) in (list, List) and "[" in str(e).split(":")[0]:
-                raise  # an element of the list is wrong: its own message is precise
-            raise ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}") from None
-    value = _plain(value)
-    bad = ConfigError(f"{key}: must be {_range_text(meta, tp)}, got {value!r}")
-    if origin in (list, List):
-        if not isinstance(value, (list, tuple)):
-            raise bad
-        inner = typing.get_args(tp)[0]
-        return [_coerce(f"{key}[{i}]", v, inner, meta) for i, v in enumerate(value)]
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise bad
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise bad
-    elif tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise bad
-        value = float(value)
-        if value != value:  # NaN
-            raise bad
-    elif tp is str:
-        if not isinstance(value, str):
-            raise bad
-    choices = meta.get("choices")
-    if callable(choices):
-        choices = choices()
-    if choices and value not in choices:
-        raise bad
-    lo, hi = meta.get("lo"), meta.get("hi")
-    if tp in (int, float) and ((lo is not None and value < lo) or (hi is not None and value > hi)):
-        raise bad
-    return value
-
-
-def _build(cls, data: Mapping, prefix: str, base=None):
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: must be a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    fmap = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = [k for k in data if k not in fmap]
-    if unknown:
-        key = f"{prefix}{unknown[0]}"
-        raise ConfigError(f"{key}: unknown key; allowed under {prefix.rstrip('.') or 'top level'}: "
-                          + ", ".join(fmap))
-    obj = copy.deepcopy(base) if base is not None else cls()
-    for name, value in data.items():
-        tp, meta = hints[name], fmap[name].metadata
-        if dataclasses.is_dataclass(tp):
-            setattr(obj, name, _build(tp, value, f"{prefix}{name}.", getattr(obj, name)))
-        else:
-            setattr(obj, name, _coerce(f"{prefix}{name}", value, tp, meta))
-    return obj
-
-
 def _check_cross_fields(cfg: RunConfig) -> None:
     """Constraints between fields; each error names the key to change."""
     w, s = cfg.workload, cfg.speculative
@@ -471,145 +359,6 @@ def from_dict(data: Optional[Mapping]) -> RunConfig:
     cfg = _build(RunConfig, data or {}, "")
     _check_cross_fields(cfg)
     return cfg
-
-
-def parse_set(assignment: str) -> tuple:
-    """Split ``key.path=value``; the value is parsed as YAML (``4``, ``0.8``, ``[0.9, 0.8]``, ``null``)."""
-    if "=" not in assignment:
-        raise ConfigError(f"--set {assignment}: expected key.path=value")
-    key, raw = assignment.split("=", 1)
-    key = key.strip()
-    if not key:
-        raise ConfigError(f"--set {assignment}: empty key")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key, value
-
-
-def set_dotted(data: Dict, key: str, value) -> None:
-    """Set ``data[a][b][c] = value`` for ``key = "a.b.c"``, creating mappings on the way (in place).
-
-    A mapping value merges into an existing mapping key by key (``workload={qps: 1}`` changes
-    only ``workload.qps``); any other value replaces what was there.
-    """
-    node = data
-    parts = key.split(".")
-    for i, part in enumerate(parts[:-1]):
-        child = node.get(part)
-        if child is None:
-            child = node[part] = {}
-        elif not isinstance(child, dict):
-            raise ConfigError(f"{'.'.join(parts[:i + 1])}: is a value, cannot set {key}")
-        node = child
-    last = parts[-1]
-    if isinstance(value, Mapping) and isinstance(node.get(last), dict):
-        _merge(node[last], value)
-    else:
-        node[last] = copy.deepcopy(dict(value) if isinstance(value, Mapping) else value)
-
-
-def _merge(dst: Dict, src: Mapping) -> None:
-    for k, v in src.items():
-        if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
-            _merge(dst[k], v)
-        else:
-            dst[k] = copy.deepcopy(dict(v) if isinstance(v, Mapping) else v)
-
-
-def override_list(overrides: Union[str, Sequence[str], None]) -> List[str]:
-    """``overrides`` as a list: one ``key.path=value`` string, or a list/tuple of them, or None."""
-    if overrides is None:
-        return []
-    if isinstance(overrides, str):
-        return [overrides]
-    if isinstance(overrides, Mapping) or not isinstance(overrides, (list, tuple)):
-        raise ConfigError(f"overrides: must be a 'key.path=value' string or a list of them, got {overrides!r}")
-    for o in overrides:
-        if not isinstance(o, str):
-            raise ConfigError(f"overrides: each entry must be a 'key.path=value' string, got {o!r}")
-    return list(overrides)
-
-
-def apply_overrides(data: Dict, overrides: Union[str, Sequence[str], None]) -> Dict:
-    """Return a copy of ``data`` with each ``key.path=value`` override applied (a string or a list of them)."""
-    out = copy.deepcopy(data) if data else {}
-    for assignment in override_list(overrides):
-        set_dotted(out, *parse_set(assignment))
-    return out
-
-
-def _duplicate_key(node, path: str = ""):
-    """The first repeated key in a composed YAML tree: ``(dotted path, first line, repeat line)`` or None."""
-    if isinstance(node, yaml.MappingNode):
-        seen: Dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            line = key_node.start_mark.line + 1
-            here = f"{path}.{key}" if path else str(key)
-            if key is not None and key_node.tag != "tag:yaml.org,2002:merge":
-                if key in seen:
-                    return here, seen[key], line
-                seen[key] = line
-            found = _duplicate_key(value_node, here)
-            if found:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            found = _duplicate_key(item, f"{path}[{i}]")
-            if found:
-                return found
-    return None
-
-
-def parse_yaml_text(text: str, where: str) -> Any:
-    """Parse YAML text; a syntax error or a repeated key is a one-line :class:`ConfigError` naming ``where``.
-
-    PyYAML keeps the last of two equal keys silently; here the repeat is an error naming its dotted
-    path and both lines.
-    """
-    try:
-        dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
-        if dup:
-            key, first, line = dup
-            raise ConfigError(f"{key}: duplicate key in {where} (line {line}; first at line {first}); "
-                              "give each key once")
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"--config: {where} is not valid YAML{at}") from None
-
-
-def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
-    """Read a YAML mapping; a missing, unreadable, non-UTF-8 or unparsable file is a :class:`ConfigError`.
-
-    A key given twice in one mapping is an error naming the key and its line.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{what}: file not found: {p}")
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ConfigError(f"{what}: cannot read {p}: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{what}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    try:
-        data = parse_yaml_text(text, str(p))
-    except ConfigError as e:
-        msg = str(e)
-        if msg.startswith("--config: ") and what != "--config":
-            msg = what + msg[len("--config"):]
-        raise ConfigError(msg) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what}: {p} must hold a mapping at top level")
-    return data
 
 
 def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[str, Sequence[str], None] = None,
