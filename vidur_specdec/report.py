@@ -108,8 +108,8 @@ def deployment_key(row: Dict) -> tuple:
 
 
 def deployments(rows: List[Dict]) -> List[tuple]:
-    """The distinct deployments of ``rows``, sorted (model, then device, then sizes)."""
-    return sorted({deployment_key(r) for r in rows}, key=lambda t: tuple((v is None, "" if v is None else v) for v in t))
+    """The distinct deployments of ``rows`` in order of first appearance (the sweep file's order)."""
+    return list(dict.fromkeys(deployment_key(r) for r in rows))
 
 
 def deployment_label(key: tuple) -> str:
