@@ -1,6 +1,7 @@
 """The results page: self-contained, deterministic, one dataset per sweep CSV, current with the recorded
 CSVs; markdown tables per deployment; report CLI errors (nothing written on any of them)."""
 
+import csv
 import json
 import re
 import subprocess
@@ -78,15 +79,18 @@ def test_recorded_page_and_docs_tables_are_current():
 def test_page_holds_one_dataset_per_sweep_with_its_deployments(tmp_path):
     """Two CSVs: one dataset each, named and described by their sweep files; deployments split per row."""
     rows = read_results(CSV)
-    lines = CSV.read_text().splitlines()
-    head = lines[0].split(",")
-    # a second sweep: the reference CSV with its TP column set to 1 on some rows and 2 on others
+    # a second sweep: the reference CSV with its TP column set to 1 below 12 requests/s and to 2 above
     (tmp_path / "results").mkdir()
     other = tmp_path / "results" / "two_tp.csv"
-    out = [",".join(head + ["tensor_parallel_size"])]
-    for i, line in enumerate(lines[1:]):
-        out.append(line + ("," + ("1" if rows[i]["qps"] < 12 else "2")))
-    other.write_text("\n".join(out) + "\n")
+    with open(CSV, newline="") as f:
+        rd = csv.DictReader(f)
+        fields = list(rd.fieldnames) + [c for c in ("tensor_parallel_size",) if c not in rd.fieldnames]
+        raw = list(rd)
+    with open(other, "w", newline="") as f:
+        w = csv.DictWriter(f, fields, lineterminator="\n")
+        w.writeheader()
+        for r, parsed in zip(raw, rows):
+            w.writerow(dict(r, tensor_parallel_size="1" if parsed["qps"] < 12 else "2"))
     (tmp_path / "two_tp.yaml").write_text("sweep:\n  name: two_tp\n  description: >-\n    Two tensor-parallel\n"
                                           "    sizes.\nbase: {}\n")
     assert sweep_info(other) == {"name": "two_tp", "description": "Two tensor-parallel sizes."}
@@ -102,8 +106,8 @@ def test_page_holds_one_dataset_per_sweep_with_its_deployments(tmp_path):
     # markdown: one section per deployment, each with its own baselines
     md = markdown_table(read_results(other))
     assert md.count("**Llama-2-7b-hf on A100, TP ") == 2 and md.count("No-speculation baselines") == 2
-    assert deployments(read_results(other)) == [("meta-llama/Llama-2-7b-hf", "a100", 1, None),
-                                                ("meta-llama/Llama-2-7b-hf", "a100", 2, None)]
+    assert [d[:3] for d in deployments(read_results(other))] == [("meta-llama/Llama-2-7b-hf", "a100", 1),
+                                                                 ("meta-llama/Llama-2-7b-hf", "a100", 2)]
     assert deployment_label(("m/x", "h100", 4, 2)) == "x on H100, TP 4, 2 replicas"
 
 

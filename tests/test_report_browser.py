@@ -125,9 +125,12 @@ def _shown(el_id):
     return f"getComputedStyle(document.getElementById('{el_id}')).display !== 'none'"
 
 
+VISIBLE_SOURCE = ("Array.from(document.querySelectorAll('#source > div')).filter(d => !d.hidden)"
+                  ".map(d => d.textContent).join('')")
 _RECORDED_STEPS = [
     ("title", "document.title"),
-    ("source", "document.getElementById('source').textContent"),
+    ("source", VISIBLE_SOURCE),
+    ("datasets", _options("dataset")),
     ("loads", "Array.from(document.getElementById('load').options).map(o => o.value)"),
     ("alphas", "Array.from(document.getElementById('alpha').options).map(o => o.value)"),
     ("chart0", CHART_Y),
@@ -140,8 +143,6 @@ _RECORDED_STEPS = [
     ("caption", "document.getElementById('caption').textContent"),
     ("shape_y", "document.getElementById('chart').layout.shapes[0].y0"),
 ]
-VISIBLE_SOURCE = ("Array.from(document.querySelectorAll('#source > div')).filter(d => !d.hidden)"
-                  ".map(d => d.textContent).join('')")
 _SWITCH_STEPS = [
     ("datasets", _options("dataset")),
     ("dataset_shown", _shown("dataset-control")),
@@ -213,6 +214,8 @@ def test_results_page_in_chromium(tmp_path):
     assert out["errors"] == [], out["errors"]
     assert "Llama-2-7b-hf" in out["source"] and "300 requests per run" in out["source"]
     assert "acceptance rate is an input" in out["source"].lower()
+    # docs/results.html holds every recorded sweep, the reference sweep first (sweeps/results/regenerate.sh)
+    assert out["datasets"] == ["specdec_39", "draft_model", "deployments", "eagle"]
     assert len(out["loads"]) == 3 and len(out["alphas"]) == 2
     # chart: a bracket trace plus one trace per attention assumption, one point per k
     assert len(json.loads(out["chart0"])) == 3
