@@ -383,8 +383,9 @@ prefix plus one token of its own: cost grows with k, progress with the accepted 
 ratio depends on how long the run is, so read it as a direction, not a size.</dd>
 <dt>Times</dt><dd>TPOT: time per output token after the first; TTFT: time to first token (includes queueing);
 E2E: arrival to last token. All are medians over the run&rsquo;s requests, in simulated milliseconds.</dd>
-<dt>Limits</dt><dd>The profile is analytical, not measured; rejection-sampler overhead is omitted; results
-are simulator predictions, not GPU measurements.</dd>
+<dt>Limits</dt><dd>The profiles are analytical, not measured; the LM head, the (rejection) sampler and the
+engine&rsquo;s per-step overhead are priced by models with cited defaults (docs/model.md, &ldquo;One step&rdquo;),
+not measured; results are simulator predictions, not GPU measurements.</dd>
 </dl>
 </main>
 <script type="application/json" id="specdec-data">{blob}</script>

@@ -161,7 +161,7 @@ JS = r"""
     ks.forEach((k) => atts.forEach((att) => { const r = s.sel.find((x) => x.k === k && x.verify_attention === att); if (r) add(r, false); }));
     const where = (D.datasets.length > 1 ? DS.name + ', ' : '') + (DS.deployments.length > 1 ? depSel.options[depSel.selectedIndex].textContent + ', ' : '');
     document.getElementById('caption').textContent = 'Recorded results (' + where + 'times in ms) at ' + num(s.q) + ' requests/s, acceptance rate \u03b1 = ' + num(s.a) +
-      (methods.length > 1 ? ', proposer ' + s.m : '') + ' (medians over the run\u2019s requests).';
+      (methods.length > 1 ? ', proposer ' + (DS.method_labels[s.m] || s.m) : '') + ' (medians over the run\u2019s requests).';
   }
   function drawLoad(s) {
     // speedup against load: one line per k (per verify-attention assumption) at the selected alpha and proposer
