@@ -20,9 +20,12 @@ RECORDED = {
     # sweep file -> rows re-run on every test run (the baseline they need is added)
     "specdec_39": [33, 34],  # 12 req/s, k = 4, alpha = 0.8, shared_kv and per_token
     "draft_model": [37],     # 12 req/s, k = 8, alpha = 0.8, shared_kv
+    "deployments": [7, 34],  # n-gram at the top load: Llama-3.1-8B on an H100 (TP 1), Llama-3.1-70B on A100s (TP 8)
+    "eagle": [30, 45],       # 12 req/s, k = 3: EAGLE and EAGLE-3
 }
+NUM_ROWS = {"specdec_39": 39, "draft_model": 39, "deployments": 36, "eagle": 48}
 STALE = "stale: run sweeps/results/regenerate.sh"
-_RESULTS = {}  # row id -> metrics (baselines are shared between the two sweeps)
+_RESULTS = {}  # row id -> metrics (baselines are shared between sweeps)
 
 
 def _recorded(name):
@@ -39,7 +42,7 @@ def test_recorded_csv_matches_sweep_file(name):
     assert text.splitlines()[0].split(",") == sweep.columns, f"{path}: columns differ; {STALE}"
     assert {r["sweep_hash"] for r in rows} == {sweep.sweep_hash}, f"{path}: sweep hash differs; {STALE}"
     assert [r["row_id"] for r in rows] == [r.row_id for r in sweep.rows]
-    assert len(rows) == 39
+    assert len(rows) == NUM_ROWS[name] == len(sweep.rows)
     assert all(r["tpot_speedup"] == "1.000000" for r in rows if r["method"] == "none")
 
     # re-run a few rows and compare their CSV lines byte for byte

@@ -1,19 +1,25 @@
-"""Results explorer: one self-contained HTML page for a sweep CSV.
+"""Results explorer: one self-contained HTML page for one or more sweep CSVs.
 
-``python -m vidur_specdec.main report RESULTS.csv -o page.html`` writes a page
+``python -m vidur_specdec.main report A.csv [B.csv ...] -o page.html`` writes a page
 that works offline from a file (plotly.js and the data are inlined; no server,
-no network). Controls choose the load and the acceptance rate (and the
-proposer, when the CSV holds more than one); the chart shows the predicted
+no network). With several CSVs a dataset selector picks the sweep (labelled by
+the sweep's name and description, read from the sweep file ``<stem>.yaml``
+next to the CSV's folder, e.g. sweeps/eagle.yaml for sweeps/results/eagle.csv;
+the CSV's stem when there is none). Controls only show what varies in the
+chosen sweep: the deployment (model, device, tensor_parallel_size,
+num_replicas), the load, the acceptance rate and the proposer; the chart shows the predicted
 median TPOT speedup at each k under each verify-attention assumption, the two
 joined by a line (a bracket between two modelling assumptions, not a
 confidence interval), with the 1x line of the no-speculation baseline; a
 second chart shows the speedup against load, one line per k (the load axis);
-the table lists the selection. The page is a pure function of the CSV (no
-timestamps), so the same CSV gives the same bytes.
+the table lists the selection. The page is a pure function of the CSVs and
+their sweep files (no timestamps), so the same inputs give the same bytes.
 
 ``--markdown FILE`` also rewrites the block between ``<!-- recorded-table:NAME:begin -->``
 and ``<!-- recorded-table:NAME:end -->`` in FILE (NAME: the CSV's file name without
-``.csv``) with the CSV's speedup table; docs/sweep.md holds such blocks.
+``.csv``) with the CSV's speedup table (one per deployment when the sweep has
+several); docs/sweep.md holds such blocks. Every input is read and checked
+before any file is written.
 """
 
 from __future__ import annotations
@@ -28,13 +34,19 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.report_assets import CSS as _CSS, JS as _JS
 
 REQUIRED = ["model", "device", "profiles", "num_requests", "qps", "method", "k", "acceptance_rate",
             "verify_attention", "tpot_ms_p50", "ttft_ms_p50", "e2e_ms_p50", "tpot_speedup"]
 NUMERIC = {"num_requests", "qps", "k", "acceptance_rate", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
            "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
            "throughput_tok_s", "mean_acceptance_length", "accepted_per_guess", "ttft_ms_mean_first50",
-           "ttft_ms_mean_last50", "tpot_speedup", "row", "baseline_row", "makespan_s", "restarts"}
+           "ttft_ms_mean_last50", "tpot_speedup", "row", "baseline_row", "makespan_s", "restarts",
+           "tensor_parallel_size", "num_replicas"}
+INTEGER = {"k", "row", "baseline_row", "num_requests", "restarts", "tensor_parallel_size", "num_replicas"}
+# the columns that name a deployment (sweeps/deployments.yaml varies them); older CSVs lack the last two
+DEPLOYMENT = ["model", "device", "tensor_parallel_size", "num_replicas"]
+DRAFTER = {"draft_model": "draft_model", "eagle": "speculative.model", "eagle3": "speculative.model"}
 KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
         "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_acceptance_length",
         "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts"]
@@ -67,7 +79,7 @@ def read_results(path: Path) -> List[Dict]:
     out = []
     for i, r in enumerate(rows):
         rec = {}
-        for c in KEEP + ["model", "device", "profiles", "num_requests", "sweep_hash"]:
+        for c in KEEP + DEPLOYMENT + ["profiles", "num_requests", "sweep_hash", "speculative.model"]:
             v = r.get(c)
             if v is None or v == "":
                 rec[c] = None
@@ -76,7 +88,7 @@ def read_results(path: Path) -> List[Dict]:
                     x = float(v)
                 except ValueError:
                     raise ConfigError(f"report: {path} row {i + 1}: {c} is not a number: {v!r}") from None
-                rec[c] = int(x) if c in ("k", "row", "baseline_row", "num_requests", "restarts") else x
+                rec[c] = int(x) if c in INTEGER else x
             else:
                 rec[c] = v
         out.append(rec)
@@ -91,14 +103,60 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
+def deployment_key(row: Dict) -> tuple:
+    """The row's deployment: (model, device, tensor_parallel_size, num_replicas); None where the CSV lacks one."""
+    return tuple(row.get(c) for c in DEPLOYMENT)
+
+
+def deployments(rows: List[Dict]) -> List[tuple]:
+    """The distinct deployments of ``rows`` in order of first appearance (the sweep file's order)."""
+    return list(dict.fromkeys(deployment_key(r) for r in rows))
+
+
+def deployment_label(key: tuple) -> str:
+    """``Llama-3.1-8B-Instruct on H100, TP 1`` (replicas named only when more than one)."""
+    model, device, tp, replicas = key
+    text = f"{str(model).split('/')[-1]} on {str(device).upper()}"
+    if tp is not None:
+        text += f", TP {tp}"
+    if replicas is not None and replicas > 1:
+        text += f", {replicas} replicas"
+    return text
+
+
+def sweep_info(csv_path: Path) -> Dict[str, str]:
+    """The sweep's name and description from its sweep file (``../<stem>.yaml`` or ``<stem>.yaml`` beside the CSV).
+
+    Only the ``sweep`` section is read (no validation of the rest), so a page can
+    be built for a recorded CSV whatever the state of the models it names. Without
+    a sweep file the name is the CSV's stem and the description is empty.
+    """
+    import yaml
+
+    csv_path = Path(csv_path)
+    for cand in (csv_path.parent.parent / f"{csv_path.stem}.yaml", csv_path.parent / f"{csv_path.stem}.yaml"):
+        if not cand.is_file():
+            continue
+        try:
+            data = yaml.safe_load(cand.read_text())
+        except yaml.YAMLError as e:
+            raise ConfigError(f"report: {cand} (the sweep file of {csv_path.name}) is not YAML: "
+                              f"{str(e).splitlines()[0]}") from None
+        sw = data.get("sweep") if isinstance(data, dict) else None
+        if isinstance(sw, dict):
+            return {"name": str(sw.get("name") or csv_path.stem),
+                    "description": " ".join(str(sw.get("description") or "").split())}
+    return {"name": csv_path.stem, "description": ""}
+
+
 def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
     def one(col):
-        vals = _uniq(r[col] for r in rows)
+        vals = _uniq(r.get(col) for r in rows)
         return ", ".join(str(v) for v in vals)
 
     profiles = one("profiles")
     if profiles == "shipped":
-        prof = (f"the repository's shipped {one('device').upper()} profile: analytical (roofline) operator "
+        prof = (f"the repository's shipped {one('device').upper()} profiles: analytical (roofline) operator "
                 "times calibrated on measured Llama-2-7B profiles and checked on Llama-2-70B, "
                 "not measurements (docs/profiles.md)")
     else:
@@ -111,6 +169,7 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
     return {
         "model": one("model"),
         "profile": prof,
+        "tensor_parallel_size": one("tensor_parallel_size") or "1",
         "num_requests": ", ".join(str(n) for n in nreq),
         "csv_name": Path(csv_path).name,
         "csv_href": Path(href).as_posix(),
@@ -121,16 +180,22 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
 
 
 def method_label(method: str, rows: List[Dict]) -> str:
-    """A proposer's label from the proposer registry (a draft model also names the drafter)."""
+    """A proposer's label from the proposer registry (a draft model or an EAGLE head also names its weights)."""
     from vidur_specdec.proposers import label
 
     text = label(method)
-    drafters = _uniq(r.get("draft_model") for r in rows if r["method"] == method and r.get("draft_model"))
-    return f"{text} ({', '.join(drafters)})" if method == "draft_model" and drafters else text
+    col = DRAFTER.get(method)
+    drafters = _uniq(r.get(col) for r in rows if col and r["method"] == method)
+    return f"{text} ({', '.join(drafters)})" if drafters else text
 
 
-def markdown_table(rows: List[Dict]) -> str:
-    """The recorded numbers as Markdown: per proposer, one line per load x acceptance rate x k."""
+def _attentions(rows: List[Dict]) -> List[str]:
+    order = list(ATTENTION_LABELS)
+    return sorted(_uniq(r["verify_attention"] for r in rows if r["method"] != "none"),
+                  key=lambda a: (order.index(a) if a in order else len(order), a))
+
+
+def _markdown_deployment(rows: List[Dict]) -> List[str]:
     lines = ["No-speculation baselines (times in ms; the first and last 50 requests by arrival):", "",
              "| load (req/s) | TTFT p50 | mean TTFT, first 50 | mean TTFT, last 50 | TPOT p50 | E2E p50 "
              "| throughput (tok/s) |",
@@ -142,11 +207,12 @@ def markdown_table(rows: List[Dict]) -> str:
                          f"{f(r['ttft_ms_mean_last50'], 0)} | {f(r['tpot_ms_p50'], 2)} | {f(r['e2e_ms_p50'], 0)} | "
                          f"{f(r['throughput_tok_s'], 0)} |")
     lines.append("")
+    atts = _attentions(rows)
     for method in _uniq(r["method"] for r in rows if r["method"] != "none"):
         lines += [f"Proposer: {method_label(method, rows)}. TPOT p50 in ms; speedup = baseline TPOT p50 / TPOT p50.", "",
-                  "| load (req/s) | baseline TPOT p50 | alpha | k | TPOT p50, shared_kv | speedup, shared_kv "
-                  "| TPOT p50, per_token | speedup, per_token |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| load (req/s) | baseline TPOT p50 | alpha | k | "
+                  + " | ".join(f"TPOT p50, {a} | speedup, {a}" for a in atts) + " |",
+                  "|---:|---:|---:|---:|" + "---:|---:|" * len(atts)]
         for q in _uniq(r["qps"] for r in rows):
             base = next((r for r in rows if r["qps"] == q and r["method"] == "none"), None)
             bt = f"{base['tpot_ms_p50']:.2f}" if base and base["tpot_ms_p50"] is not None else "-"
@@ -154,13 +220,30 @@ def markdown_table(rows: List[Dict]) -> str:
             for a in _uniq(r["acceptance_rate"] for r in sel):
                 for k in _uniq(r["k"] for r in sel if r["acceptance_rate"] == a):
                     cells = []
-                    for att in ("shared_kv", "per_token"):
+                    for att in atts:
                         r = next((r for r in sel if r["k"] == k and r["acceptance_rate"] == a
                                   and r["verify_attention"] == att), None)
                         cells.append(f"{r['tpot_ms_p50']:.2f}" if r and r["tpot_ms_p50"] is not None else "-")
                         cells.append(f"{r['tpot_speedup']:.2f}x" if r and r["tpot_speedup"] is not None else "-")
                     lines.append(f"| {_num(q)} | {bt} | {_num(a)} | {k} | " + " | ".join(cells) + " |")
         lines.append("")
+    return lines
+
+
+def markdown_table(rows: List[Dict]) -> str:
+    """The recorded numbers as Markdown: per deployment and proposer, one line per load x acceptance rate x k.
+
+    A sweep with one deployment gets no deployment headings; the columns are the
+    verify-attention assumptions the sweep holds.
+    """
+    deps = deployments(rows)
+    if len(deps) == 1:
+        lines = _markdown_deployment(rows)
+    else:
+        lines = []
+        for d in deps:
+            lines += [f"**{deployment_label(d)}**", ""]
+            lines += _markdown_deployment([r for r in rows if deployment_key(r) == d])
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -172,198 +255,76 @@ def markdown_block(md_text: str, name: str) -> Optional[str]:
     return md_text.split(begin, 1)[1].split(end, 1)[0].strip("\n") + "\n"
 
 
-def update_markdown(md_path: Path, csv_path: Path) -> None:
-    """Rewrite the ``recorded-table:<csv stem>`` block of ``md_path`` with the CSV's speedup table."""
-    md_path, name = Path(md_path), Path(csv_path).stem
-    text = md_path.read_text() if md_path.is_file() else ""
+def markdown_updated(md_text: str, md_path: Path, csv_path: Path) -> str:
+    """``md_text`` with its ``recorded-table:<csv stem>`` block rewritten from the CSV; ConfigError if absent."""
+    name = Path(csv_path).stem
     begin, end = MD_BEGIN.format(name=name), MD_END.format(name=name)
-    if markdown_block(text, name) is None:
+    if markdown_block(md_text, name) is None:
         raise ConfigError(f"report --markdown: {md_path} has no {begin} ... {end} block")
-    head, rest = text.split(begin, 1)
+    head, rest = md_text.split(begin, 1)
     _, tail = rest.split(end, 1)
-    new = head + begin + "\n" + markdown_table(read_results(csv_path)) + end + tail
+    return head + begin + "\n" + markdown_table(read_results(csv_path)) + end + tail
+
+
+def update_markdown(md_path: Path, csv_path) -> None:
+    """Rewrite the ``recorded-table:<csv stem>`` blocks of ``md_path`` (one CSV path or several)."""
+    md_path = Path(md_path)
+    paths = [csv_path] if isinstance(csv_path, (str, Path)) else list(csv_path)
+    text = md_path.read_text() if md_path.is_file() else ""
+    new = text
+    for p in paths:
+        new = markdown_updated(new, md_path, Path(p))
     if new != text:
-        md_path.write_text(new)
+        _atomic_write(md_path, new)
 
 
-_CSS = """
-:root { --ink:#1d2330; --muted:#5b6475; --line:#d9dde5; --bg:#ffffff; --soft:#f5f7fa;
-        --a:#1f5fbf; --b:#c2410c; --bracket:#8a93a3; }
-* { box-sizing: border-box; }
-body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
-       color:var(--ink); background:var(--bg); }
-main { max-width: 1040px; margin: 0 auto; padding: 28px 20px 48px; }
-h1 { font-size: 26px; margin: 0 0 4px; }
-h2 { font-size: 18px; margin: 28px 0 8px; }
-p { margin: 6px 0; }
-.muted { color: var(--muted); }
-.source { background: var(--soft); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px;
-          margin: 14px 0; }
-.controls { display:flex; flex-wrap:wrap; gap: 18px; align-items:flex-end; margin: 16px 0 6px; }
-.controls label { display:flex; flex-direction:column; font-size: 13px; color: var(--muted); gap: 4px; }
-.controls select { font-size: 15px; padding: 5px 8px; border:1px solid var(--line); border-radius: 6px;
-                   background: #fff; color: var(--ink); min-width: 190px; }
-#baseline { font-size: 14px; margin: 6px 0 0; }
-#chart { width: 100%; height: 430px; }
-#load-chart { width: 100%; height: 400px; }
-.note { font-size: 13px; color: var(--muted); }
-table { border-collapse: collapse; width: 100%; margin-top: 8px; font-size: 14px; }
-caption { text-align: left; color: var(--muted); font-size: 13px; padding-bottom: 6px; }
-th, td { border-bottom: 1px solid var(--line); padding: 6px 8px; text-align: right; white-space: nowrap; }
-th:nth-child(1), th:nth-child(2), td:nth-child(1), td:nth-child(2) { text-align: left; }
-thead th { background: var(--soft); font-weight: 600; }
-tr.baseline td { color: var(--muted); }
-td.slower { color: var(--b); font-weight: 600; }
-td.faster { color: var(--a); font-weight: 600; }
-dl { display:grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 8px 0; }
-dt { font-weight: 600; } dd { margin: 0; }
-"""
-
-_JS = r"""
-(function () {
-  const D = JSON.parse(document.getElementById('specdec-data').textContent);
-  const rows = D.rows;
-  const uniq = (xs) => Array.from(new Set(xs.filter((x) => x !== null))).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  const fmt = (x, d) => (x === null || x === undefined ? '\u2014' : x.toFixed(d));
-  const num = (x) => String(x);
-  const ATT = D.attention_labels;
-  const COLORS = { shared_kv: '#1f5fbf', per_token: '#c2410c', interpolated: '#6b7280' };
-  const SYMBOLS = { shared_kv: 'circle', per_token: 'diamond', interpolated: 'square' };
-  const loadSel = document.getElementById('load');
-  const alphaSel = document.getElementById('alpha');
-  const methodSel = document.getElementById('method');
-  const spec = rows.filter((r) => r.method !== 'none');
-  function fill(sel, values, label) {
-    sel.innerHTML = '';
-    values.forEach((v) => { const o = document.createElement('option'); o.value = String(v); o.textContent = label(v); sel.appendChild(o); });
-  }
-  const loads = uniq(rows.map((r) => r.qps));
-  const baselineAt = (q) => rows.find((r) => r.qps === q && r.method === 'none') || null;
-  function loadLabel(q) {
-    const b = baselineAt(q);
-    if (!b || b.ttft_ms_mean_first50 === null || b.ttft_ms_mean_last50 === null) return num(q) + ' requests/s';
-    const g = b.ttft_ms_mean_last50 / b.ttft_ms_mean_first50;
-    return num(q) + ' requests/s' + (g >= 3 ? ' \u2014 overloaded' : '');
-  }
-  fill(loadSel, loads, loadLabel);
-  const methods = uniq(spec.map((r) => r.method));
-  fill(methodSel, methods, (m) => D.method_labels[m] || m);
-  document.getElementById('method-control').style.display = methods.length > 1 ? '' : 'none';
-  function refillAlpha() {
-    const m = methodSel.value, q = Number(loadSel.value);
-    const keep = alphaSel.value;
-    const alphas = uniq(spec.filter((r) => r.method === m && r.qps === q).map((r) => r.acceptance_rate));
-    fill(alphaSel, alphas, (a) => '\u03b1 = ' + num(a));
-    if (alphas.map(String).includes(keep)) alphaSel.value = keep;
-  }
-  function selection() {
-    const q = Number(loadSel.value), a = Number(alphaSel.value), m = methodSel.value;
-    const sel = spec.filter((r) => r.qps === q && r.method === m && r.acceptance_rate === a);
-    return { q, a, m, base: baselineAt(q), sel };
-  }
-  function draw() {
-    const s = selection();
-    const ks = uniq(s.sel.map((r) => r.k));
-    const cat = (k) => 'k = ' + k;
-    const atts = uniq(s.sel.map((r) => r.verify_attention)).sort((x, y) => (x === 'shared_kv' ? -1 : y === 'shared_kv' ? 1 : x < y ? -1 : 1));
-    const traces = [];
-    const bx = [], by = [];
-    ks.forEach((k) => {
-      const ys = s.sel.filter((r) => r.k === k && r.tpot_speedup !== null).map((r) => r.tpot_speedup);
-      if (ys.length > 1) { bx.push(cat(k), cat(k), null); by.push(Math.min(...ys), Math.max(...ys), null); }
-    });
-    traces.push({ type: 'scatter', mode: 'lines', x: bx, y: by, name: 'range between the two assumptions (not a confidence interval)',
-                  line: { color: '#8a93a3', width: 6 }, hoverinfo: 'skip', showlegend: bx.length > 0, connectgaps: false });
-    atts.forEach((att) => {
-      const pts = ks.map((k) => s.sel.find((r) => r.k === k && r.verify_attention === att) || null);
-      traces.push({
-        type: 'scatter', mode: 'markers', name: ATT[att] || att,
-        x: ks.map(cat), y: pts.map((r) => (r ? r.tpot_speedup : null)),
-        marker: { size: 13, color: COLORS[att] || '#333', symbol: SYMBOLS[att] || 'circle', line: { color: '#fff', width: 1.5 } },
-        customdata: pts.map((r) => (r ? [r.tpot_ms_p50, r.row] : [null, null])),
-        hovertemplate: '%{x}: %{y:.2f}\u00d7 (TPOT p50 %{customdata[0]:.2f} ms, CSV row %{customdata[1]})<extra>' + (ATT[att] || att) + '</extra>',
-      });
-    });
-    const ymax = Math.max(1.2, ...s.sel.map((r) => r.tpot_speedup || 0)) * 1.12;
-    const layout = {
-      margin: { l: 64, r: 20, t: 16, b: 48 }, font: { family: 'system-ui, sans-serif', size: 13, color: '#1d2330' },
-      xaxis: { type: 'category', title: { text: 'guesses per decode step (k)' }, categoryorder: 'array', categoryarray: ks.map(cat) },
-      yaxis: { title: { text: 'predicted median TPOT speedup (\u00d7)' }, range: [0, ymax], zeroline: false, gridcolor: '#e6e9ef' },
-      shapes: [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: 1, y1: 1, line: { color: '#1d2330', width: 1.5, dash: 'dash' } }],
-      annotations: [{ xref: 'paper', x: 0, y: 1, yanchor: 'bottom', xanchor: 'left', showarrow: false, text: '1\u00d7 = no-speculation baseline', font: { size: 12, color: '#5b6475' } }],
-      legend: { orientation: 'h', y: -0.2 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff',
-    };
-    Plotly.react('chart', traces, layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ['lasso2d', 'select2d'] });
-    drawLoad(s);
-    const b = s.base;
-    const bl = document.getElementById('baseline');
-    bl.textContent = b ? ('No-speculation baseline at ' + num(s.q) + ' requests/s: TPOT p50 ' + fmt(b.tpot_ms_p50, 2) + ' ms, TTFT p50 ' + fmt(b.ttft_ms_p50, 0) +
-      ' ms, E2E p50 ' + fmt(b.e2e_ms_p50, 0) + ' ms; mean TTFT of the first 50 requests ' + fmt(b.ttft_ms_mean_first50, 0) + ' ms, of the last 50 ' + fmt(b.ttft_ms_mean_last50, 0) + ' ms.')
-      : 'No baseline row at this load: speedups are not available.';
-    const tb = document.getElementById('rows');
-    tb.innerHTML = '';
-    const add = (r, base) => {
-      const tr = document.createElement('tr');
-      if (base) tr.className = 'baseline';
-      const cells = [base ? 'none (baseline)' : 'k = ' + r.k, base ? '\u2014' : (ATT[r.verify_attention] || r.verify_attention),
-        fmt(r.tpot_ms_p50, 2), fmt(r.ttft_ms_p50, 0), fmt(r.e2e_ms_p50, 0), r.tpot_speedup === null ? '\u2014' : fmt(r.tpot_speedup, 2) + '\u00d7'];
-      cells.forEach((c, i) => { const td = document.createElement('td'); td.textContent = c;
-        if (i === 5 && !base && r.tpot_speedup !== null) td.className = r.tpot_speedup < 1 ? 'slower' : 'faster'; tr.appendChild(td); });
-      tb.appendChild(tr);
-    };
-    if (b) add(b, true);
-    ks.forEach((k) => atts.forEach((att) => { const r = s.sel.find((x) => x.k === k && x.verify_attention === att); if (r) add(r, false); }));
-    document.getElementById('caption').textContent = 'Recorded results at ' + num(s.q) + ' requests/s, acceptance rate \u03b1 = ' + num(s.a) +
-      (methods.length > 1 ? ', proposer ' + s.m : '') + ' (times in ms, medians over the run\u2019s requests).';
-  }
-  function drawLoad(s) {
-    // speedup against load: one line per k (per verify-attention assumption) at the selected alpha and proposer
-    const sl = spec.filter((r) => r.method === s.m && r.acceptance_rate === s.a && r.tpot_speedup !== null);
-    const atts = uniq(sl.map((r) => r.verify_attention)).sort((x, y) => (x === 'shared_kv' ? -1 : y === 'shared_kv' ? 1 : x < y ? -1 : 1));
-    const lt = [];
-    atts.forEach((att, ai) => uniq(sl.map((r) => r.k)).forEach((k) => {
-      const pts = sl.filter((r) => r.k === k && r.verify_attention === att).sort((p, q) => p.qps - q.qps);
-      if (!pts.length) return;
-      lt.push({ type: 'scatter', mode: 'lines+markers', name: 'k = ' + k + (atts.length > 1 ? ' \u2014 ' + (ATT[att] || att) : ''),
-                x: pts.map((r) => r.qps), y: pts.map((r) => r.tpot_speedup),
-                line: { dash: ai === 0 ? 'solid' : ai === 1 ? 'dash' : 'dot' }, marker: { symbol: SYMBOLS[att] || 'circle', size: 8 },
-                hovertemplate: '%{x} requests/s: %{y:.2f}\u00d7<extra>k = ' + k + ', ' + (ATT[att] || att) + '</extra>' });
-    }));
-    const ymax = Math.max(1.2, ...sl.map((r) => r.tpot_speedup)) * 1.12;
-    Plotly.react('load-chart', lt, {
-      margin: { l: 64, r: 20, t: 16, b: 48 }, font: { family: 'system-ui, sans-serif', size: 13, color: '#1d2330' },
-      xaxis: { type: 'log', title: { text: 'load (requests/s, log scale)' } },
-      yaxis: { title: { text: 'predicted median TPOT speedup (\u00d7)' }, range: [0, ymax], zeroline: false, gridcolor: '#e6e9ef' },
-      shapes: [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: 1, y1: 1, line: { color: '#1d2330', width: 1.5, dash: 'dash' } },
-               { type: 'line', x0: s.q, x1: s.q, yref: 'paper', y0: 0, y1: 1, line: { color: '#8a93a3', width: 1, dash: 'dot' } }],
-      legend: { orientation: 'h', y: -0.2 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff',
-    }, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ['lasso2d', 'select2d'] });
-  }
-  loadSel.addEventListener('change', () => { refillAlpha(); draw(); });
-  methodSel.addEventListener('change', () => { refillAlpha(); draw(); });
-  alphaSel.addEventListener('change', draw);
-  refillAlpha();
-  draw();
-  window.specdecReport = { draw: draw, selection: selection, drawLoad: drawLoad };
-})();
-"""
-
-
-def build_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> str:
-    """The page's HTML text for ``csv_path`` (links to the CSV relative to ``out_path``)."""
-    from plotly.offline import get_plotlyjs
-
+def _dataset(csv_path: Path, out_path: Path) -> Dict:
+    """One sweep's entry in the page data: its rows (``dep``: index into ``deployments``), labels and metadata."""
     rows = read_results(csv_path)
     if not any(r["method"] != "none" for r in rows):
         raise ConfigError(f"report: {csv_path} has no speculative rows to compare")
-    meta = _meta(rows, csv_path, out_path)
+    deps = deployments(rows)
     methods = _uniq(r["method"] for r in rows if r["method"] != "none")
-    data = {"rows": [{c: r.get(c) for c in KEEP} for r in rows], "meta": meta,
-            "attention_labels": ATTENTION_LABELS, "method_labels": {m: method_label(m, rows) for m in methods}}
+    info = sweep_info(csv_path)
+    return {"name": info["name"], "description": info["description"], "meta": _meta(rows, csv_path, out_path),
+            "deployments": [deployment_label(d) for d in deps],
+            "rows": [dict({c: r.get(c) for c in KEEP}, dep=deps.index(deployment_key(r))) for r in rows],
+            "method_labels": {m: method_label(m, rows) for m in methods},
+            "proposers": ", ".join(method_label(m, rows) for m in methods)}
+
+
+def _source_html(i: int, ds: Dict) -> str:
+    e, meta = html.escape, ds["meta"]
+    desc = f"<p><strong>{e(ds['name'])}</strong>: {e(ds['description'])}</p>\n" if ds["description"] else ""
+    return f"""<div class="source" id="source-{i}"{'' if i == 0 else ' hidden'}>
+{desc}<strong>Where the numbers come from.</strong>
+Model {e(meta['model'])} on {e(meta['profile'])}; Sarathi scheduler, tensor parallelism
+{e(meta['tensor_parallel_size'])}, pipeline parallelism 1; {e(meta['num_requests'])} requests per run with
+Poisson arrivals; proposer: {e(ds['proposers'])}.
+Source: <a href="{e(meta['csv_href'])}">{e(meta['csv_name'])}</a> ({meta['num_rows']} rows, sweep hash
+<code>{e(meta['sweep_hash'])}</code>).
+<strong>The acceptance rate is an input</strong> to the simulator (each guess accepted independently with
+probability &alpha;), not a prediction: pick the rate you expect from your drafter and workload.
+</div>"""
+
+
+def build_page(csv_paths, out_path: Path, title: Optional[str] = None) -> str:
+    """The page's HTML text for one sweep CSV or a list of them (links to each CSV relative to ``out_path``)."""
+    from plotly.offline import get_plotlyjs
+
+    paths = [Path(csv_paths)] if isinstance(csv_paths, (str, Path)) else [Path(p) for p in csv_paths]
+    if not paths:
+        raise ConfigError("report: give at least one sweep CSV")
+    stems = [p.stem for p in paths]
+    dup = next((s for s in stems if stems.count(s) > 1), None)
+    if dup is not None:
+        raise ConfigError(f"report: two CSVs are named {dup}.csv; each sweep appears once on the page")
+    datasets = [_dataset(p, out_path) for p in paths]
+    data = {"datasets": datasets, "attention_labels": ATTENTION_LABELS}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
     e = html.escape
     title = title or "Speculative decoding: predicted TPOT speedup"
-    proposer = ", ".join(method_label(m, rows) for m in methods)
+    sources = "\n".join(_source_html(i, ds) for i, ds in enumerate(datasets))
     js = get_plotlyjs()
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -380,14 +341,12 @@ def build_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> s
 <h1>{e(title)}</h1>
 <p class="muted">Where does speculation stop paying? Recorded predictions of the vidur_specdec simulator
 (Microsoft Vidur with a speculative Sarathi scheduler). Nothing is simulated in your browser.</p>
-<div class="source" id="source">
-<strong>Where the numbers come from.</strong>
-Model {e(meta['model'])} on {e(meta['profile'])}; Sarathi scheduler, pipeline parallelism 1;
-{e(meta['num_requests'])} requests per run with Poisson arrivals; proposer: {e(proposer)}.
-Source: <a href="{e(meta['csv_href'])}">{e(meta['csv_name'])}</a> ({meta['num_rows']} rows, sweep hash
-<code>{e(meta['sweep_hash'])}</code>).
-<strong>The acceptance rate is an input</strong> to the simulator (each guess accepted independently with
-probability &alpha;), not a prediction: pick the rate you expect from your drafter and workload.
+<div class="controls">
+<label for="dataset" id="dataset-control">Sweep<select id="dataset"></select></label>
+<label for="deployment" id="deployment-control">Deployment<select id="deployment"></select></label>
+</div>
+<div id="source">
+{sources}
 </div>
 <noscript><p><strong>This page needs JavaScript to draw the chart and the table.</strong></p></noscript>
 <div class="controls">
@@ -424,8 +383,9 @@ prefix plus one token of its own: cost grows with k, progress with the accepted 
 ratio depends on how long the run is, so read it as a direction, not a size.</dd>
 <dt>Times</dt><dd>TPOT: time per output token after the first; TTFT: time to first token (includes queueing);
 E2E: arrival to last token. All are medians over the run&rsquo;s requests, in simulated milliseconds.</dd>
-<dt>Limits</dt><dd>The profile is analytical, not measured; rejection-sampler overhead is omitted; results
-are simulator predictions, not GPU measurements.</dd>
+<dt>Limits</dt><dd>The profiles are analytical, not measured; the LM head, the (rejection) sampler and the
+engine&rsquo;s per-step overhead are priced by models with cited defaults (docs/model.md, &ldquo;One step&rdquo;),
+not measured; results are simulator predictions, not GPU measurements.</dd>
 </dl>
 </main>
 <script type="application/json" id="specdec-data">{blob}</script>
@@ -435,38 +395,51 @@ are simulator predictions, not GPU measurements.</dd>
 """
 
 
-def write_page(csv_path: Path, out_path: Path, title: Optional[str] = None) -> Path:
-    out_path = Path(out_path)
-    text = build_page(Path(csv_path), out_path, title)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp{os.getpid()}")
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out_path)
+        os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def write_page(csv_paths, out_path: Path, title: Optional[str] = None) -> Path:
+    out_path = Path(out_path)
+    _atomic_write(out_path, build_page(csv_paths, out_path, title))
     return out_path
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Options of ``python -m vidur_specdec report``."""
-    ap.add_argument("csv", help="sweep results CSV (e.g. sweeps/results/specdec_39.csv)")
+    ap.add_argument("csv", nargs="+", help="sweep results CSVs (e.g. sweeps/results/specdec_39.csv); "
+                                           "several give one page with a sweep selector")
     ap.add_argument("-o", "--output", default=None, help="HTML page to write")
     ap.add_argument("--title", default=None, help="page title")
     ap.add_argument("--markdown", default=None, metavar="FILE",
-                    help="also refresh the recorded-table block in this Markdown file (docs/sweep.md)")
+                    help="also refresh each CSV's recorded-table block in this Markdown file (docs/sweep.md)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the page and/or the Markdown block; errors are raised for the CLI's one error path."""
+    """Write the page and/or the Markdown blocks; everything is read and checked before anything is written."""
     if not args.output and not args.markdown:
         raise ConfigError("report: give -o PAGE.html (and/or --markdown FILE)")
-    if args.output:
-        out = write_page(Path(args.csv), Path(args.output), args.title)
-        print(f"wrote {out}")
+    paths = [Path(p) for p in args.csv]
+    page = build_page(paths, Path(args.output), args.title) if args.output else None
     if args.markdown:
-        update_markdown(Path(args.markdown), Path(args.csv))
+        md = Path(args.markdown)
+        old = md.read_text() if md.is_file() else ""
+        new = old
+        for p in paths:
+            new = markdown_updated(new, md, p)
+    if page is not None:
+        _atomic_write(Path(args.output), page)
+        print(f"wrote {args.output}")
+    if args.markdown:
+        if new != old:
+            _atomic_write(md, new)
         print(f"updated {args.markdown}")
     return 0
 

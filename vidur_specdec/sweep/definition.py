@@ -38,6 +38,8 @@ STANDARD_PARAMS = [
     ("k", "speculative.num_speculative_tokens"),
     ("acceptance_rate", "speculative.acceptance_rate"),
     ("verify_attention", "speculative.verify_attention"),
+    ("tensor_parallel_size", "parallel.tensor_parallel_size"),
+    ("num_replicas", "parallel.num_replicas"),
 ]
 
 
