@@ -156,9 +156,11 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
 
     profiles = one("profiles")
     if profiles == "shipped":
-        prof = (f"the repository's shipped {one('device').upper()} profiles: analytical (roofline) operator "
-                "times calibrated on measured Llama-2-7B profiles and checked on Llama-2-70B, "
-                "not measurements (docs/profiles.md)")
+        devices = one("device").upper()
+        prof = (f"analytical (roofline) operator times for {devices}: shipped (Llama-2-7B and llama-160m on A100) "
+                "or built on demand by the same builder, whose efficiencies were calibrated on measured A100 "
+                "Llama-2-7B profiles and checked on Llama-2-70B; other GPUs use their spec-sheet figures with "
+                "those efficiencies, unmeasured (docs/profiles.md); not measurements")
     else:
         prof = f"operator profiles from {profiles} ({one('device').upper()})"
     try:
