@@ -96,3 +96,27 @@ def test_unknown_method_lists_the_registered_ones():
     assert msg.startswith("speculative.method:") and "\n" not in msg
     for name in proposers.REGISTRY:
         assert name in msg
+
+
+def test_drafters_pay_their_all_reduces_at_tensor_parallel_above_one():
+    """A draft model and an EAGLE head at TP 4 cost more than the same passes with no collective bound."""
+    from vidur_specdec.collectives import all_reduce_model
+    from vidur_specdec.devices import get_device
+    from vidur_specdec.proposers.base import ProposerContext
+    from vidur_specdec.simulation import prepare
+    from vidur_specdec.config import load
+
+    for method, extra in (("draft_model", ["speculative.draft_model=meta-llama/Llama-3.2-1B-Instruct"]),
+                          ("eagle", [])):
+        cfg = load("configs/default.yaml", ["model=meta-llama/Llama-3.1-70B-Instruct", "device=h100",
+                                            "parallel.tensor_parallel_size=4", f"speculative.method={method}",
+                                            "workload.num_requests=20"] + extra)
+        proposer = prepare(cfg).predictor.proposer
+        comp = StepComposition(num_tokens=4 * 5, decode_q=[5] * 4, decode_ctx=[300] * 4, prefill=[])
+        proposer.bind(ProposerContext(get_device("h100"), 4, None))
+        without = proposer.step_time_ms(comp)
+        proposer.bind(ProposerContext(get_device("h100"), 4, all_reduce_model("vllm_custom")))
+        with_comm = proposer.step_time_ms(comp)
+        assert with_comm > without, method
+        proposer.bind(ProposerContext(get_device("h100"), 1, all_reduce_model("vllm_custom")))
+        assert ProposerContext(get_device("h100"), 1, all_reduce_model("vllm_custom")).all_reduce_ms(20, 8192) == 0.0

@@ -183,7 +183,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             device = getattr(predictor_config, "device_spec", None) or get_device(
                 getattr(replica_config, "device", None) or "a100")
             tp = getattr(predictor_config, "tensor_parallel_size", None) or 1
-            self._proposer.bind(ProposerContext(device, int(tp)))
+            self._proposer.bind(ProposerContext(device, int(tp), self._all_reduce))
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer

@@ -14,7 +14,7 @@ when those are absent).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 REGISTRY: Dict[str, type] = {}
 
@@ -34,10 +34,24 @@ def register(name: str):
 
 @dataclass
 class ProposerContext:
-    """What a proposer is priced with once bound: the target's device (DeviceSpec) and TP degree."""
+    """What a proposer is priced with once bound: the target's device (DeviceSpec), TP degree and all-reduce model."""
 
     device: object = None  # vidur_specdec.devices.DeviceSpec
     tensor_parallel_size: int = 1
+    all_reduce: Optional[Callable] = None  # (device, world, nbytes) -> ms: the run's engine.all_reduce model
+
+    def all_reduce_ms(self, tokens: int, hidden: int, tp: Optional[int] = None) -> float:
+        """One all-reduce (ms) of ``tokens`` × ``hidden`` bf16 activations among ``tp`` GPUs.
+
+        ``tp`` None is the target's TP; 0.0 at TP 1, with no tokens, or when no
+        collective model is bound. A tensor-parallel drafter layer (or head
+        layer) pays two per pass, after its attention and after its MLP, as the
+        target's layers do.
+        """
+        world = self.tensor_parallel_size if tp is None else tp
+        if world <= 1 or tokens <= 0 or self.all_reduce is None or self.device is None:
+            return 0.0
+        return float(self.all_reduce(self.device, int(world), int(tokens) * int(hidden) * 2))
 
 
 class Proposer:

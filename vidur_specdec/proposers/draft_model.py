@@ -66,7 +66,12 @@ class DraftModelProposer(Proposer):
     def step_time_ms(self, comp) -> float:
         m = self.model
         total = 0.0
+        ctx = getattr(self, "ctx", None)
+        hidden = self.draft_spec.hidden_size if self.draft_spec is not None else 0
+        tp = getattr(self, "draft_tp", None)
         for p in draft_passes(comp):
             layer = m.linear_sum_ms(p.tokens) + attention_ms(m, self.verify, p)
+            if ctx is not None and hidden:  # at draft TP > 1: two all-reduces per drafter layer per pass
+                layer += 2 * ctx.all_reduce_ms(p.tokens, hidden, tp)
             total += layer * self.num_layers + self._lm_head_ms(p.rows if p.q else 0)
         return total

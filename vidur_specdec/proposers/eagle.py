@@ -80,6 +80,9 @@ class EagleProposer(Proposer):
         if h.attn_in_factor > 1:  # QKV projection reads a wider input: its GEMM is that much larger
             layer += (h.attn_in_factor - 1) * m.linear_ms("attn_pre_proj", n)
         t = layer * self.layers_per_pass()
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:  # the head's layers run at the target's TP: two all-reduces per layer per pass
+            t += 2 * self.layers_per_pass() * ctx.all_reduce_ms(n, h.hidden_size, tp)
         if first or self.fc_every_pass:
             t += gemm_ms(device, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
         return t + lm_head_ms(device, h.hidden_size, h.output_vocab, tp, p.rows)

@@ -60,6 +60,7 @@ class CostModel:
         from vidur_specdec.predictor import load_time_model
 
         from vidur_specdec.devices import get_device
+        from vidur_specdec.collectives import all_reduce_model
         from vidur_specdec.proposers.base import ProposerContext
 
         spec = cfg.speculative
@@ -73,7 +74,7 @@ class CostModel:
             d = choices["draft"]
             draft_time = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
         proposer = proposers.build(cfg, target, cache, deployment=dep, draft_time=draft_time)
-        proposer.bind(ProposerContext(dep.device, dep.tp))
+        proposer.bind(ProposerContext(dep.device, dep.tp, all_reduce_model(cfg.engine.all_reduce)))
         return cls(target, dep.model.num_layers, verify_cost.build(spec), proposer, cfg.model,
                    step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp))
 
