@@ -7,66 +7,31 @@ the CSV.
 """
 
 import asyncio
-import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import REPO
-from test_report_browser import CDP, CHROMIUM, FLAGS, _devtools_port
+from test_report_browser import CHROMIUM, _drive
 from test_tune import CFG
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed")
 
 
-async def _drive(page: Path, shot: Path) -> dict:
-    import aiohttp
-
-    user_dir = Path(tempfile.mkdtemp(prefix="specdec-chromium-"))
-    proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={user_dir}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port = _devtools_port(user_dir, proc)
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
-                targets = await r.json()
-            target = next(t for t in targets if t["type"] == "page")
-            async with http.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as ws:
-                cdp = CDP(ws)
-                for domain in ("Runtime", "Log", "Page"):
-                    await cdp.send(f"{domain}.enable")
-                loaded = cdp.expect("Page.loadEventFired")
-                await cdp.send("Page.navigate", url=page.resolve().as_uri())
-                await asyncio.wait_for(loaded, 30)
-                out = {
-                    "names": await cdp.js("document.getElementById('chart').data.map(t => t.name)"),
-                    "xs": await cdp.js("JSON.stringify(document.getElementById('chart').data.map(t => t.x))"),
-                    "state": await cdp.js("JSON.stringify(window.specdecTune)"),
-                    "schedule": await cdp.js("Array.from(document.querySelectorAll('#schedule-rows tr'))"
-                                             ".map(tr => Array.from(tr.cells).map(c => c.textContent))"),
-                    "shapes": await cdp.js("document.getElementById('chart').layout.shapes.length"),
-                }
-                shot_data = await cdp.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
-                shot.write_bytes(base64.b64decode(shot_data["data"]))
-                await asyncio.sleep(0.2)
-                out["errors"] = cdp.errors()
-                cdp.reader.cancel()
-        return out
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(user_dir, ignore_errors=True)
+# what the test reads off the page, in order (key, JavaScript expression)
+TUNE_STEPS = [
+    ("names", "document.getElementById('chart').data.map(t => t.name)"),
+    ("xs", "JSON.stringify(document.getElementById('chart').data.map(t => t.x))"),
+    ("state", "JSON.stringify(window.specdecTune)"),
+    ("schedule", "Array.from(document.querySelectorAll('#schedule-rows tr'))"
+                 ".map(tr => Array.from(tr.cells).map(c => c.textContent))"),
+    ("shapes", "document.getElementById('chart').layout.shapes.length"),
+]
 
 
 def test_tune_page_in_chromium(tmp_path):
@@ -78,7 +43,7 @@ def test_tune_page_in_chromium(tmp_path):
     assert r.returncode == 0, r.stderr
     shot_dir = Path(os.environ.get("SPECDEC_SCREENSHOT_DIR", tmp_path))
     shot_dir.mkdir(parents=True, exist_ok=True)
-    out = asyncio.run(asyncio.wait_for(_drive(out_dir / "tune.html", shot_dir / "tune-page.png"), 60))
+    out = asyncio.run(asyncio.wait_for(_drive(out_dir / "tune.html", shot_dir / "tune-page.png", TUNE_STEPS), 60))
     assert out["errors"] == [], out["errors"]
     summary = json.loads((out_dir / "summary.json").read_text())
     assert out["names"] == ["no speculation (k = 0)", "k = 1", "k = 2", "k = 3", "chosen schedule"]
