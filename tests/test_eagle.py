@@ -188,6 +188,12 @@ def test_trace_replay_accepts_exactly_what_the_trace_says(tmp_path):
             want = expected(run, k)
             assert r["accepted_tokens"][i] == sum(want) and r["decode_steps"][i] == len(want)
         assert (r["output_tokens"] == 1 + r["decode_steps"] + r["accepted_tokens"]).all()
+        # the profile a run builds and the one sweeps digest see the same (trace) lengths
+        from vidur_specdec import deployment
+        from vidur_specdec.config import load
+
+        cfg = load(batch1(n=2, method="eagle", num_speculative_tokens=k, acceptance_trace=trace))
+        assert deployment.longest_request_tokens(cfg) == 40 + 14 + k
         s = res.steps
         got = s.loc[s["decode_reqs"] > 0, "accepted_tokens"].tolist()
         assert got == expected(runs[0], k) + expected(runs[1], k)  # batch 1, requests in order

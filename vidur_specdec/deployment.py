@@ -80,12 +80,33 @@ def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, 
     return out
 
 
-def longest_request_tokens(cfg: RunConfig, specs: Optional[List] = None) -> int:
-    """Tokens of the run's longest request (prompt + output + k guesses); draws the workload if not given."""
-    if specs is None:
-        from vidur_specdec.workload import generate
+def run_requests(cfg: RunConfig, acceptance=None) -> List:
+    """The run's requests (:class:`~vidur_specdec.workload.RequestSpec`), in workload order.
 
-        specs = generate(cfg.workload, cfg.seed)
+    The workload drawn from its seed; with an acceptance trace
+    (``speculative.acceptance_trace``) each request takes its prompt and output
+    lengths from its trace line, so lengths and acceptance stay paired.
+    ``acceptance`` is the run's built acceptance model, if the caller has it;
+    else a trace is read here.
+    """
+    from vidur_specdec.workload import generate
+
+    specs = generate(cfg.workload, cfg.seed)
+    s = cfg.speculative
+    if acceptance is None and s.enabled and s.acceptance_input() == "acceptance_trace":
+        from vidur_specdec import acceptance as acceptance_mod
+
+        acceptance = acceptance_mod.build(s, cfg.seed)
+    if hasattr(acceptance, "line"):
+        specs = [dataclasses.replace(r, prompt_tokens=acceptance.line(i).prompt_tokens,
+                                     output_tokens=acceptance.line(i).output_tokens) for i, r in enumerate(specs)]
+    return specs
+
+
+def longest_request_tokens(cfg: RunConfig, specs: Optional[List] = None) -> int:
+    """Tokens of the run's longest request (prompt + output + k guesses); :func:`run_requests` if not given."""
+    if specs is None:
+        specs = run_requests(cfg)
     k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0
     return max(s.prompt_tokens + s.output_tokens for s in specs) + k
 

@@ -55,7 +55,7 @@ from vidur_specdec.profiles.on_demand import describe
 from vidur_specdec.request import SpecRequest
 from vidur_specdec.tree import parse_tree
 from vidur_specdec.scheduler import SpecSarathiSchedulerConfig
-from vidur_specdec.workload import RequestSpec, generate
+from vidur_specdec.workload import RequestSpec
 
 logging.getLogger("vidur").setLevel(logging.WARNING)
 
@@ -242,10 +242,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     dep = deployment.resolve(cfg)
     model, draft_spec = dep.model, dep.draft
     acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
-    specs = generate(cfg.workload, cfg.seed)
-    if hasattr(acceptance, "line"):  # a trace: lengths come from its lines, paired with their acceptance
-        specs = [dataclasses.replace(s, prompt_tokens=acceptance.line(i).prompt_tokens,
-                                     output_tokens=acceptance.line(i).output_tokens) for i, s in enumerate(specs)]
+    specs = deployment.run_requests(cfg, acceptance)  # a trace's lengths stay paired with its acceptance
     longest = max(range(len(specs)), key=lambda i: specs[i].prompt_tokens + specs[i].output_tokens)
     total = specs[longest].prompt_tokens + specs[longest].output_tokens
     if total > model.max_model_len:
@@ -370,7 +367,6 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "memory": p.memory.to_dict(),
         "num_replicas": p.cfg.parallel.num_replicas,
         "global_scheduler": p.cfg.parallel.global_scheduler,
-        "tensor_parallel_size": p.cfg.parallel.tensor_parallel_size,
         "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size,
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
