@@ -274,6 +274,12 @@ def test_row_metrics_code_is_in_the_code_digest():
     src = Path(inspect.getsourcefile(row_metrics)).resolve()
     pkg = Path(digest.__file__).resolve().parent.parent
     assert str(src.relative_to(pkg)) in digest.ROW_CODE
+    hashed = digest.model_code_files()
+    assert src.relative_to(pkg).as_posix() in hashed
+    # code in subpackages that decides results is hashed too (a proposer, the profile builder) ...
+    assert {"proposers/eagle.py", "profiles/builder.py", "scheduler.py"} <= set(hashed)
+    # ... and the command line, pages, engines and validation harness are not
+    assert not any(f in hashed for f in ("cli.py", "report.py", "sweep/runner.py", "tune/cli.py", "validate/cli.py"))
 
 
 def test_journal_line_with_bad_metrics_is_refused_before_any_simulation(tmp_path, monkeypatch):

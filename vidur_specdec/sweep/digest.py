@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Dict, Optional, Union
+from typing import Dict, List, Optional, Union
 
 from vidur_specdec.config import RunConfig
 
@@ -20,28 +20,38 @@ def _sha(text: Union[str, bytes], n: int = 16) -> str:
     return hashlib.sha256(text).hexdigest()[:n]
 
 
-# Top-level modules whose code cannot change a row's numbers (CLI, report page, the command line).
-_NOT_MODEL_CODE = {"main.py", "sweep.py", "report.py", "__main__.py", "cli.py"}
-# Modules in subpackages whose code does change a row's numbers: the code that turns a
-# simulation into the row's recorded metrics (a change there must not mix old and new rows).
+# Package code that cannot change a row's numbers: the command line, the pages, the sweep and tune
+# engines and the validation harness ("dir/" is a whole subpackage) ...
+_NOT_MODEL_CODE = ("cli.py", "main.py", "__main__.py", "report.py", "report_assets.py", "sweep/", "tune/",
+                   "validate/", "profiles/cli.py", "profiles/__main__.py", "profiles/calibrate.py")
+# ... except the code that turns a simulation into the row's recorded metrics (a change there must
+# not mix old and new rows).
 ROW_CODE = ("sweep/worker.py",)
 _CODE_DIGEST: Optional[str] = None
 
 
+def model_code_files() -> List[str]:
+    """Package-relative paths of every module whose code can change a row's numbers (the simulator,
+    its proposers and profile builder, and :data:`ROW_CODE`), sorted."""
+    root = Path(__file__).resolve().parent.parent  # the vidur_specdec package
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        excluded = any(rel == x or (x.endswith("/") and rel.startswith(x)) for x in _NOT_MODEL_CODE)
+        if rel in ROW_CODE or not excluded:
+            out.append(rel)
+    return out
+
+
 def code_digest() -> str:
-    """Hash of the simulator's source and Vidur's version: the package's top-level modules minus CLI and report,
-    plus :data:`ROW_CODE` (the row-metrics code)."""
+    """Hash of the simulator's source (:func:`model_code_files`) and Vidur's version."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
         from importlib.metadata import PackageNotFoundError, version
 
-        root = Path(__file__).resolve().parent.parent  # the vidur_specdec package
+        root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256()
-        for p in sorted(root.glob("*.py")):  # subpackages (profiles builder, validation) are not the simulator
-            if p.name in _NOT_MODEL_CODE:
-                continue
-            h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-        for rel in ROW_CODE:
+        for rel in model_code_files():
             h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
         try:
             h.update(("vidur==" + version("vidur")).encode())
