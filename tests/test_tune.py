@@ -188,3 +188,19 @@ def test_static_k_points_cut_position_and_histogram_inputs():
         assert sched.speculative.num_speculative_tokens_per_batch_size == [[1, 8, 2], [9, 128, 1]]
     none = build_config(base, setting_overrides(base, Setting(0)))
     assert not none.speculative.enabled and none.speculative.method == "none"
+
+
+def test_speculative_config_names_the_head_or_drafter_weights():
+    """vLLM's ``model``: the EAGLE head (named or the known one for the target), the drafter, none for ngram."""
+    from vidur_specdec.tune.points import Setting
+    from vidur_specdec.tune.outputs import vllm_speculative_config
+
+    def model(**spec):
+        return vllm_speculative_config(from_dict({"model": "meta-llama/Llama-3.1-8B-Instruct", "device": "h100",
+                                                  "speculative": spec}), Setting(3, ((1, 4096, 3),)))["model"]
+
+    assert model(method="eagle3") == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+    assert model(method="eagle", model="yuhuili/EAGLE-LLaMA3.1-Instruct-8B") == "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
+    assert model(method="draft_model", draft_model="meta-llama/Llama-3.2-1B-Instruct") == \
+        "meta-llama/Llama-3.2-1B-Instruct"
+    assert model(method="ngram") is None

@@ -46,7 +46,6 @@ NUMERIC = {"num_requests", "qps", "k", "acceptance_rate", "tpot_ms_p50", "tpot_m
 INTEGER = {"k", "row", "baseline_row", "num_requests", "restarts", "tensor_parallel_size", "num_replicas"}
 # the columns that name a deployment (sweeps/deployments.yaml varies them); older CSVs lack the last two
 DEPLOYMENT = ["model", "device", "tensor_parallel_size", "num_replicas"]
-DRAFTER = {"draft_model": "draft_model", "eagle": "speculative.model", "eagle3": "speculative.model"}
 KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
         "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_acceptance_length",
         "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts"]
@@ -183,10 +182,11 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
 
 def method_label(method: str, rows: List[Dict]) -> str:
     """A proposer's label from the proposer registry (a draft model or an EAGLE head also names its weights)."""
-    from vidur_specdec.proposers import label
+    from vidur_specdec.proposers import label, weights_columns
 
     text = label(method)
-    col = DRAFTER.get(method)
+    key = weights_columns().get(method)  # the sweep CSV names the drafter's column draft_model
+    col = "draft_model" if key == "speculative.draft_model" else key
     drafters = _uniq(r.get(col) for r in rows if col and r["method"] == method)
     return f"{text} ({', '.join(drafters)})" if drafters else text
 

@@ -15,6 +15,7 @@ Times are ms; a proposer's time is added to the step (no overlap with the target
 from __future__ import annotations
 
 import importlib
+from typing import Optional
 import pkgutil
 
 from vidur_specdec.proposers.base import REGISTRY, Proposer, ProposerContext, register  # noqa: F401
@@ -46,6 +47,21 @@ def build(cfg, target_time, cache_dir=None, **context) -> Proposer:
     if not spec.enabled:
         return Proposer()
     return REGISTRY[spec.method].from_config(cfg, target_time, cache_dir, **context)
+
+
+def weights_name(cfg) -> Optional[str]:
+    """The drafter's or head's weights for vLLM's ``speculative_config["model"]`` (None: ngram, fixed, none)."""
+    spec = cfg.speculative
+    if not spec.enabled:
+        return None
+    from vidur_specdec.config import resolved_model
+
+    return REGISTRY[spec.method].weights_name(cfg, resolved_model(cfg))
+
+
+def weights_columns() -> dict:
+    """``{method: config key naming its weights}`` for every registered proposer that has weights."""
+    return {name: cls.weights_key for name, cls in REGISTRY.items() if cls.weights_key}
 
 
 def head_memory(cfg, dep) -> tuple:

@@ -3,8 +3,8 @@
 A proposer prices one engine step from its
 :class:`~vidur_specdec.predictor.StepComposition` (``step_time_ms``, ms). It may
 also occupy GPU memory (``memory_bytes``: weights, KV bytes per token), cap a
-request's context (``max_context``) and name extra profile files
-(``profile_files``). Proposers that run on the target's GPUs (EAGLE-family heads,
+request's context (``max_context``) and name its weights for vLLM
+(``weights_key``, :meth:`Proposer.weights_name`). Proposers that run on the target's GPUs (EAGLE-family heads,
 Medusa) are bound to the target's device and tensor-parallel size by the
 predictor (:meth:`Proposer.bind`) from the predictor config's
 ``device_spec``/``tensor_parallel_size`` fields (TP 1 and the replica's device
@@ -62,7 +62,7 @@ class Proposer:
     supports_tree = False  # may speculative.speculative_token_tree be used with it
 
     max_context: Optional[int] = None  # the drafter's own max_model_len (tokens), if any
-    profile_files: Dict[str, object] = {}  # extra profile files: key -> Path (for the run summary)
+    weights_key: Optional[str] = None  # the config key naming the drafter's / head's weights, if any
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context) -> "Proposer":
@@ -73,6 +73,14 @@ class Proposer:
         drafter's fitted OperatorTimeModel, for ``draft_model``).
         """
         return cls()
+
+    @classmethod
+    def weights_name(cls, cfg, target) -> Optional[str]:
+        """The drafter's or head's weights as vLLM's ``speculative_config["model"]`` names them, or None.
+
+        ``target`` is the target's ModelSpec (a head defaults to the known one for it).
+        """
+        return None
 
     def bind(self, ctx: ProposerContext) -> None:
         """Set the target's device and TP degree (called by the predictor before the first step)."""

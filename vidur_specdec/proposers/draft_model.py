@@ -25,6 +25,7 @@ class DraftModelProposer(Proposer):
     """k sequential decode passes of a drafter (plus its prefill of the step's prompt chunks)."""
 
     label = "draft model"
+    weights_key = "speculative.draft_model"
 
     def __init__(self, model, num_layers: int, verify=None, spec=None) -> None:
         from vidur_specdec import verify_cost
@@ -34,7 +35,6 @@ class DraftModelProposer(Proposer):
         self.verify = verify or verify_cost.SharedKV()
         self.draft_spec = spec  # ModelSpec of the drafter (LM head size, memory); None: no LM head priced
         self.max_context = spec.max_model_len if spec is not None else None
-        self.profile_files = {}
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
@@ -50,6 +50,10 @@ class DraftModelProposer(Proposer):
         p = cls(draft_time, dep.draft.num_layers, verify_cost.build(cfg.speculative), dep.draft)
         p.draft_tp = dep.draft_tp
         return p
+
+    @classmethod
+    def weights_name(cls, cfg, target):
+        return cfg.speculative.draft_model
 
     def memory_bytes(self, tp: int = 1):
         return 0, 0  # counted by memory.plan(draft=...) as a whole model

@@ -38,6 +38,7 @@ class EagleProposer(Proposer):
     """k sequential passes of an EAGLE-style head priced with the target's operator model."""
 
     label = "EAGLE"
+    weights_key = "speculative.model"
     supports_tree = True
     fc_every_pass = True  # EAGLE: fc on every pass; EAGLE-3: first pass only
 
@@ -46,7 +47,6 @@ class EagleProposer(Proposer):
         self.target_time = target_time
         self.verify = verify
         self.tree_levels = list(tree_levels) if tree_levels else None
-        self.profile_files = {}
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
@@ -57,6 +57,16 @@ class EagleProposer(Proposer):
         head = heads.resolve(cfg, cls.name, _target_spec(cfg, context))
         tree = parse_tree(cfg.speculative.speculative_token_tree)
         return cls(head, target_time, verify_cost.build(cfg.speculative), tree.levels if tree else None)
+
+    @classmethod
+    def weights_name(cls, cfg, target):
+        """``speculative.model``, else the published head chosen for the target (None for a generated one)."""
+        from vidur_specdec.proposers import heads
+
+        if cfg.speculative.model:
+            return cfg.speculative.model
+        name = heads.resolve(cfg, cls.name, target).name
+        return name if name in heads.KNOWN_HEADS else None
 
     def memory_bytes(self, tp: int = 1):
         return self.head.memory_bytes(tp)

@@ -24,10 +24,10 @@ class MedusaProposer(Proposer):
     """k Medusa heads in one pass: residual block(s) + own LM head per head."""
 
     label = "Medusa"
+    weights_key = "speculative.model"
 
     def __init__(self, head) -> None:
         self.head = head
-        self.profile_files = {}
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
@@ -39,6 +39,16 @@ class MedusaProposer(Proposer):
             raise ConfigError(f"speculative.num_speculative_tokens: {head.name} has {head.medusa_heads} heads; "
                               f"k must be <= {head.medusa_heads}, got {k}")
         return cls(head)
+
+    @classmethod
+    def weights_name(cls, cfg, target):
+        """``speculative.model``, else the published head chosen for the target (None for a generated one)."""
+        from vidur_specdec.proposers import heads
+
+        if cfg.speculative.model:
+            return cfg.speculative.model
+        name = heads.resolve(cfg, cls.name, target).name
+        return name if name in heads.KNOWN_HEADS else None
 
     def memory_bytes(self, tp: int = 1):
         return self.head.memory_bytes(1)

@@ -40,11 +40,12 @@ def _r(x: Optional[float], nd: int = 6) -> Optional[float]:
 
 def vllm_speculative_config(base: RunConfig, sched: Setting) -> Dict[str, Any]:
     """A drop-in vLLM ``speculative_config`` for the tuned schedule (method, model, k, schedule)."""
+    from vidur_specdec.proposers import weights_name
+
     s = base.speculative
-    model = None if s.method in ("ngram", "fixed") else s.draft_model  # vLLM: ngram has no draft model
     return {
         "method": s.method,
-        "model": model,
+        "model": weights_name(base),  # the drafter's or head's weights; vLLM's ngram has none
         "num_speculative_tokens": sched.k,
         "num_speculative_tokens_per_batch_size": [list(r) for r in sched.schedule],
     }
