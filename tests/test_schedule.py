@@ -145,3 +145,23 @@ def test_cli_warns_on_clamp_and_on_frequent_flips(tmp_path):
                f'{KEY}={{"1-4": 2, "3-8": 1}}')
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and KEY in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_k_flips_are_counted_within_each_replica():
+    """Two replicas each holding their own k: interleaving their steps is not a flip."""
+    import pandas as pd
+
+    from vidur_specdec.metrics import k_flips
+
+    steps = pd.DataFrame({"replica": [0, 1, 0, 1, 0, 1], "k": [3, 1, 3, 1, 3, 2]})
+    assert k_flips(steps) == 1  # replica 1: 1 -> 1 -> 2
+    assert k_flips(steps.drop(columns="replica")) == 5
+
+
+def test_a_schedule_with_a_token_tree_is_one_line():
+    from vidur_specdec.config import ConfigError, from_dict
+
+    with pytest.raises(ConfigError, match=r"^speculative.num_speculative_tokens_per_batch_size: .*token_tree"):
+        from_dict({"speculative": {"method": "eagle", "num_speculative_tokens": 3,
+                                   "speculative_token_tree": [[0], [1], [0, 0]],
+                                   "num_speculative_tokens_per_batch_size": {"1-16": 2}}})

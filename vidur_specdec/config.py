@@ -255,6 +255,9 @@ def _check_speculative(s: "SpeculativeConfig") -> None:
         if s.num_speculative_tokens != tree.num_nodes:
             raise ConfigError(f"speculative.num_speculative_tokens: must equal the token tree's node count "
                               f"{tree.num_nodes} (as in vLLM), got {s.num_speculative_tokens}")
+        if s.num_speculative_tokens_per_batch_size:
+            raise ConfigError("speculative.num_speculative_tokens_per_batch_size: a per-batch-size k cannot be "
+                              f"used with {TREE_KEY} (a tree always drafts all its nodes); give one or the other")
     k = s.acceptance_positions()
     if s.acceptance_input() is None:
         raise ConfigError("speculative.acceptance_rate: speculation needs one of acceptance_rate, "

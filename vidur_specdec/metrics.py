@@ -113,11 +113,15 @@ def _pct(x: pd.Series) -> Dict[str, float]:
 
 
 def k_flips(steps: pd.DataFrame) -> int:
-    """Steps whose k differs from the previous step's (0 without a per-batch-size schedule)."""
+    """Steps whose k differs from the previous step of the same replica (0 without a per-batch-size schedule).
+
+    Each replica's scheduler keeps its own k, so steps are compared within a replica, not across
+    the interleaved rows of several.
+    """
     if "k" not in steps or len(steps) < 2:
         return 0
-    k = steps["k"].to_numpy()
-    return int((k[1:] != k[:-1]).sum())
+    groups = steps.groupby("replica", sort=True)["k"] if "replica" in steps else [(0, steps["k"])]
+    return int(sum((k.to_numpy()[1:] != k.to_numpy()[:-1]).sum() for _, k in groups))
 
 
 def flip_warning(summary: Dict) -> str:
