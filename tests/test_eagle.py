@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from conftest import REPO
 from vidur_specdec import simulate
@@ -233,3 +234,22 @@ def test_converter_from_tokens_table(tmp_path):
     # replayed at the recorded k, the trace gives back the recorded acceptance
     res = simulate(batch1(n=1, method="eagle", num_speculative_tokens=3, acceptance_trace=str(out)))
     assert res.steps.loc[res.steps["decode_reqs"] > 0, "accepted_tokens"].tolist() == [2, 3, 0]
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"hidden_size": 4096}, "missing head field 'method'"),
+    ({"method": "eagle"}, "missing head field 'hidden_size'"),
+    ({"method": "lookahead", "hidden_size": 4096}, "method must be one of eagle, eagle3, mtp, medusa"),
+])
+def test_head_yaml_without_its_required_fields_is_one_line(tmp_path, fields, message):
+    head = tmp_path / "h.yaml"
+    head.write_text(yaml.safe_dump(fields))
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "vidur_specdec.main", "--config", "configs/default.yaml",
+                        "--output-dir", str(out), "--set", "speculative.method=eagle",
+                        "--set", f"speculative.model={head}", "--set", "workload.num_requests=3"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("error: speculative.model: ") and message in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert not out.exists() or not any(out.iterdir())

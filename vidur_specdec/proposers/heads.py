@@ -114,6 +114,9 @@ KNOWN_HEADS = {
 }
 
 
+HEAD_METHODS = ("eagle", "eagle3", "mtp", "medusa")  # the methods a HeadSpec describes
+
+
 def head_from_mapping(d, where: str) -> HeadSpec:
     """A HeadSpec from a YAML mapping; ConfigError naming ``where`` on a bad field."""
     names = {f.name for f in fields(HeadSpec)}
@@ -122,6 +125,11 @@ def head_from_mapping(d, where: str) -> HeadSpec:
     unknown = sorted(set(d) - names)
     if unknown:
         raise ConfigError(f"{where}: unknown head field {unknown[0]}; allowed: {', '.join(sorted(names))}")
+    for key in ("method", "hidden_size"):  # the fields without a default
+        if d.get(key) is None:
+            raise ConfigError(f"{where}: missing head field {key!r} (needs method and hidden_size)")
+    if d["method"] not in HEAD_METHODS:
+        raise ConfigError(f"{where}: method must be one of {', '.join(HEAD_METHODS)}, got {d['method']!r}")
     d = dict(d)
     d.setdefault("name", where)
     d["targets"] = tuple(d.get("targets") or ())
