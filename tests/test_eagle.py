@@ -253,3 +253,14 @@ def test_head_yaml_without_its_required_fields_is_one_line(tmp_path, fields, mes
     assert p.stderr.startswith("error: speculative.model: ") and message in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_converter_reads_truth_values_and_empty_run_keys_as_the_harness_does():
+    """'yes'/'Yes' count as accepted and an all-empty run-key column keeps its rows (steplogs' rules)."""
+    import pandas as pd
+
+    from vidur_specdec.acceptance_trace import from_tokens_table
+
+    t = pd.DataFrame({"c": [float("nan")] * 4, "req": [0, 0, 0, 0], "step": [1, 1, 2, 2],
+                      "draft_pos": [0, 1, 0, 1], "accepted": ["yes", "no", "Yes", "yes"]})
+    assert from_tokens_table(t, 5) == [{"prompt_tokens": 5, "output_tokens": 6, "accept_run": [0, 1, 0, 2, 1, 0]}]

@@ -103,11 +103,13 @@ def from_tokens_table(tokens, prompt_tokens: Optional[int] = None) -> List[dict]
     """Trace lines from a ``tokens`` table (pandas): one line per ``req`` (and run key), in order of first step."""
     import pandas as pd
 
+    from vidur_specdec.validate.steplogs import KEY, _bool  # the harness's own run key and truth values
+
     t = tokens.copy()
-    t["accepted"] = t["accepted"].astype(str).str.lower().isin(("1", "true", "1.0"))
-    keys = [c for c in ("gpu", "target", "split", "drafter", "k", "c", "start") if c in t] + ["req"]
+    t["accepted"] = _bool(t["accepted"])
+    keys = [c for c in KEY if c in t] + ["req"]
     lines = []
-    for _, d in t.sort_values(["step", "draft_pos"]).groupby(keys, sort=False):
+    for _, d in t.sort_values(["step", "draft_pos"]).groupby(keys, sort=False, dropna=False):
         run = [0]
         for _, s in d.groupby("step", sort=True):
             acc = s.sort_values("draft_pos")["accepted"].tolist()
@@ -125,17 +127,17 @@ def from_tokens_table(tokens, prompt_tokens: Optional[int] = None) -> List[dict]
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vidur_specdec.acceptance_trace",
                                  description="Convert a step-log tokens table to an acceptance trace (JSON lines).")
-    ap.add_argument("tokens", help="tokens table (CSV): step, req, draft_pos, accepted[, prompt_tokens]")
+    ap.add_argument("tokens", help="tokens table (CSV, JSONL or Parquet): step, req, draft_pos, accepted[, prompt_tokens]")
     ap.add_argument("out", help="trace file to write (JSON lines)")
     ap.add_argument("--prompt-tokens", type=int, default=None, help="prompt length when the table has none")
     a = ap.parse_args(argv)
-    import pandas as pd
-
     src = Path(a.tokens)
     if not src.is_file():
         print(f"error: tokens: file not found: {src}", file=sys.stderr)
         return 2
-    t = pd.read_csv(src)
+    from vidur_specdec.validate.steplogs import _read_one
+
+    t = _read_one(src)  # CSV, JSON lines or Parquet, as the harness reads step logs
     missing = {"step", "req", "draft_pos", "accepted"} - set(t.columns)
     if missing:
         print(f"error: tokens: {src} lacks columns {sorted(missing)}", file=sys.stderr)
