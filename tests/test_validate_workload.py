@@ -90,3 +90,15 @@ def test_generate_cli(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["generate", "--config", str(cfg), "--out", str(out), "--arrival", "weibull"])
     assert e.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_replay_and_run_draw_the_same_ids_for_a_trace_without_them():
+    """A simulator-format trace gets generate's ids (stream [seed, 2]) whichever command replays it."""
+    import pandas as pd
+
+    from vidur_specdec.validate.workload import prompt_ids, with_token_ids
+
+    t = pd.DataFrame({"request_id": [0, 1], "arrival_offset_s": [0.0, 0.5], "prompt_tokens": [5, 7],
+                      "output_tokens": [3, 4]})
+    got = with_token_ids(t, 0)
+    assert [list(x) for x in got["prompt_token_ids"]] == [list(x) for x in prompt_ids([5, 7], 0)]

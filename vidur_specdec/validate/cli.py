@@ -76,6 +76,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", required=True, help="trace file (CSV or JSONL)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--no-scrape", action="store_true", help="do not scrape /metrics before and after")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seeds the prompt token ids of trace rows that have none (as `validate run`; default 0)")
     _add_replay(p)
 
     p = sub.add_parser("calibrate", help="acceptance and KV budget from two /metrics scrapes")
@@ -266,8 +268,10 @@ def cmd_replay(args) -> int:
     from vidur_specdec.validate.common import base_url
     from vidur_specdec.validate.workload import load_trace
 
+    from vidur_specdec.validate.workload import with_token_ids
+
     url = base_url(args.url)
-    trace = load_trace(args.trace)
+    trace = with_token_ids(load_trace(args.trace), args.seed)  # as `validate run --trace` draws missing ids
     out = Path(args.out)
     _replay(args, url, trace, out, scrape=not args.no_scrape)
     print(f"wrote {out}/measured.csv, chunks.jsonl, replay.json"

@@ -429,14 +429,6 @@ def fetch_model_name(url: str, timeout_s: float = 10.0, api_key: Optional[str] =
         raise ServiceError(f"--url: cannot list models at {u}: {e}; pass --model") from None
 
 
-def _ids_for(trace_row, seed: int = 0) -> List[int]:
-    ids = trace_row.prompt_token_ids
-    if ids is not None:
-        return list(ids)
-    rng = np.random.default_rng([seed, 3, int(trace_row.sim_index)])
-    return rng.integers(1000, 30000, size=int(trace_row.prompt_tokens)).tolist()
-
-
 async def replay_async(url: str, trace: pd.DataFrame, model: str, timeout_s: float = 600.0,
                        extra_body: Optional[Dict] = None, api_key: Optional[str] = None) -> ReplayResult:
     """Replay ``trace`` (from :func:`~vidur_specdec.validate.workload.load_trace`) against ``url``.
@@ -444,10 +436,13 @@ async def replay_async(url: str, trace: pd.DataFrame, model: str, timeout_s: flo
     Requests are serialised before the schedule starts; each one is started by
     a timer at its arrival offset (``loop.call_at``) on a fresh connection.
     """
+    from vidur_specdec.validate.workload import with_token_ids
+
     client = _Client(url, model, timeout_s, extra_body, api_key)
+    trace = with_token_ids(trace, 0)  # rows without ids get generate's ids (seed 0), as `validate run` draws them
     rows = list(trace.itertuples(index=False))
     recs = [_Rec(r.request_id, float(r.arrival_offset_s), int(r.prompt_tokens), int(r.output_tokens)) for r in rows]
-    requests = [client.request(rec, _ids_for(r)) for rec, r in zip(recs, rows)]
+    requests = [client.request(rec, list(r.prompt_token_ids)) for rec, r in zip(recs, rows)]
     loop = asyncio.get_running_loop()
     tasks: List[asyncio.Task] = []
     all_started = loop.create_future()
