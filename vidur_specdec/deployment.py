@@ -119,7 +119,7 @@ def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (
 def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, need_blocks: int,
                            head: tuple = (0, 0)) -> Optional[int]:
     """Smallest TP above ``dep.tp`` at which the weights leave ``need_blocks`` KV blocks per GPU, or None."""
-    explicit_one = cfg.speculative.draft_tensor_parallel_size == 1 and dep.tp != 1
+    explicit_one = cfg.speculative.draft_tensor_parallel_size == 1  # stays 1 at any target TP (vLLM)
     for t in TP_SIZES:
         if t <= dep.tp or not tp_fits(dep.model, t):
             continue

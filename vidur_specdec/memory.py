@@ -108,11 +108,16 @@ def min_blocks_to_finish(total_tokens: int, block_size: int, watermark_fraction:
 
 
 def tp_fits(model: ModelSpec, tp: int) -> bool:
-    """True when ``tp`` splits ``model``'s query heads evenly and its KV heads divide or are divided by it.
+    """True when ``tp`` splits ``model`` evenly: the one rule of :func:`vidur_specdec.profiles.builder.check_tp`.
 
     vLLM's rule (``ModelConfig.verify_with_parallel_config``: attention heads
     divisible by tp; ``get_num_kv_heads``: KV heads split when tp divides them,
     replicated when they divide tp; MLP columns split evenly).
     """
-    kv = model.num_kv_heads
-    return model.num_heads % tp == 0 and (kv % tp == 0 or tp % kv == 0) and model.ffn_size % tp == 0
+    from vidur_specdec.profiles.builder import ProfileError, check_tp
+
+    try:
+        check_tp(model, tp)
+    except ProfileError:
+        return False
+    return True
