@@ -30,7 +30,7 @@ from .builder import (
     build_attention_df,
     build_mlp_df,
     check_tp,
-    get_device,
+    device_fields,
     median_abs_pct_error,
     mlp_op_times,
     to_csv_text,
@@ -60,16 +60,12 @@ __all__ = [
     "write_profile",
 ]
 
-DeviceArg = Union[str, Mapping]
+DeviceArg = Union[str, Mapping, "DeviceSpec"]  # a name, a device YAML, a DeviceSpec or builder figures
 TpArg = Union[int, Sequence[int]]
 
 
 def _device(device: DeviceArg) -> Dict:
-    from ..devices import DeviceSpec
-
-    if isinstance(device, DeviceSpec):
-        return device.builder_fields()
-    return get_device(device) if isinstance(device, str) else dict(device)
+    return device_fields(device)
 
 
 def _tps(tp: TpArg) -> List[int]:

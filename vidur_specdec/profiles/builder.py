@@ -75,13 +75,21 @@ class ProfileError(ValueError):
     """Bad builder input (unknown device, tensor parallelism that does not fit the model)."""
 
 
-def get_device(name: str, devices: Optional[Mapping] = None) -> Dict:
-    """Device figures (``peak_flops``, ``mem_bw``, ``mem_bytes``, ``sms``, ``l2_bytes``) by name."""
-    devices = P.DEVICES if devices is None else devices
+def device_fields(device) -> Dict:
+    """The builder's device figures (``peak_flops``, ``mem_bw``, ``mem_bytes``, ``sms``, ``l2_bytes``).
+
+    ``device`` is a built-in name or a device YAML file (both through
+    :func:`vidur_specdec.devices.get_device`), a DeviceSpec, or a mapping that
+    already holds those figures.
+    """
+    from ..devices import DeviceError, DeviceSpec, get_device
+
+    if isinstance(device, Mapping) and not isinstance(device, DeviceSpec):
+        return dict(device)
     try:
-        return dict(devices[name])
-    except KeyError:
-        raise ProfileError(f"unknown device {name!r}; known: {sorted(devices)}") from None
+        return get_device(device).builder_fields()
+    except DeviceError as e:
+        raise ProfileError(str(e)) from None
 
 
 def check_tp(spec: ModelSpec, tp: int) -> None:

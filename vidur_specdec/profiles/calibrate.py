@@ -33,7 +33,7 @@ import pandas as pd
 from ..models import ModelSpec, get_model
 from ..ops import LINEAR_OPS
 from . import params as P
-from .builder import GEMM_OPS, ELEMENTWISE_OPS, ProfileError, attention_op_times, get_device, mlp_op_times
+from .builder import GEMM_OPS, ELEMENTWISE_OPS, ProfileError, attention_op_times, device_fields, mlp_op_times
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SHARED = REPO.parent / "shared" / "vidur-profiles"
@@ -264,7 +264,7 @@ def fit(measured: Mapping[str, ModelData], device: str = DEVICE, digits: int = 4
     """
     from scipy.optimize import least_squares
 
-    dev = get_device(device)
+    dev = device_fields(device)
     data = measured["fit"]
     eff = start_efficiency()
     rows: Dict[str, int] = {}
@@ -313,7 +313,7 @@ def error_table(measured: Mapping[str, ModelData], efficiency: Optional[Mapping]
     a group also gets its own rows.
     """
     eff = P.EFFICIENCY if efficiency is None else efficiency
-    dev = get_device(device)
+    dev = device_fields(device)
     out = []
     for role, data in (("fit", measured["fit"]), ("held-out", measured["held_out"])):
         for group in SPEC:
@@ -360,7 +360,7 @@ def layer_table(measured: Mapping[str, ModelData], efficiency: Optional[Mapping]
     70B at TP 2 (held out) and 7B at TP 1 (fitted). Decode rows are also split by batch.
     """
     eff = P.EFFICIENCY if efficiency is None else efficiency
-    dev = get_device(device)
+    dev = device_fields(device)
     out = []
     for role, data, tp in (("held-out", measured["held_out"], 2), ("fit", measured["fit"], 1)):
         if tp not in data.attention or tp not in data.mlp:
