@@ -278,3 +278,16 @@ def test_bigger_tp_on_the_same_device_is_never_slower_end_to_end(tmp_path):
     # same workload, same steps before any timing feedback: the first step is a prefill of request 0
     assert steps[4]["duration_ms"].iloc[0] < steps[1]["duration_ms"].iloc[0]
     assert np.isfinite(steps[4]["duration_ms"]).all()
+
+
+@pytest.mark.parametrize("key, text, lines", [
+    ("device", "memory_bytes: 8.0e10\nmemory_bytes: 9.0e10\nhbm_bandwidth: 2.0e12\nbf16_flops: 3.0e14\n"
+               "nvlink_bandwidth: 6.0e11\n", "line 2; first at line 1"),
+    ("model", "name: m\nnum_layers: 2\nnum_layers: 4\nhidden_size: 512\nnum_heads: 8\nnum_kv_heads: 8\n"
+              "ffn_size: 1024\nvocab_size: 1000\n", "line 3; first at line 2"),
+])
+def test_device_and_model_files_refuse_duplicate_keys_like_a_config(tmp_path, key, text, lines):
+    f = tmp_path / "f.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=rf"duplicate key in .*f\.yaml \({lines}\)"):
+        load({key: str(f)})

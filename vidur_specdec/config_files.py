@@ -106,8 +106,10 @@ def _duplicate_key(node, path: str = ""):
     return None
 
 
-def parse_yaml_text(text: str, where: str) -> Any:
+def parse_yaml_text(text: str, where: str, what: str = "--config") -> Any:
     """Parse YAML text; a syntax error or a repeated key is a one-line :class:`ConfigError` naming ``where``.
+
+    ``what`` is the option or config key that named the file (``--config``, ``device``, ``model``).
 
     PyYAML keeps the last of two equal keys silently; here the repeat is an error naming its dotted
     path and both lines.
@@ -122,7 +124,7 @@ def parse_yaml_text(text: str, where: str) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark else ""
-        raise ConfigError(f"--config: {where} is not valid YAML{at}") from None
+        raise ConfigError(f"{what}: {where} is not valid YAML{at}") from None
 
 
 def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
@@ -141,13 +143,7 @@ def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(f"{what}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
-    try:
-        data = parse_yaml_text(text, str(p))
-    except ConfigError as e:
-        msg = str(e)
-        if msg.startswith("--config: ") and what != "--config":
-            msg = what + msg[len("--config"):]
-        raise ConfigError(msg) from None
+    data = parse_yaml_text(text, str(p), what)
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Union
+from typing import Dict, Mapping, Union
 
 GIB = 1024**3
 MIB = 1024**2
@@ -95,10 +95,11 @@ def from_mapping(data: Mapping, where: str = "device") -> DeviceSpec:
     return DeviceSpec(**out)
 
 
-def get_device(name_or_path: Union[str, Path, Mapping, DeviceSpec], base: Optional[Path] = None) -> DeviceSpec:
+def get_device(name_or_path: Union[str, Path, Mapping, DeviceSpec]) -> DeviceSpec:
     """A built-in device by name, a YAML file of :class:`DeviceSpec` fields, or a mapping.
 
-    ``base`` resolves a relative file path (the folder of the config that named it).
+    A relative file path was already resolved against the config that named it
+    (:func:`vidur_specdec.paths.resolve_paths`).
     """
     if isinstance(name_or_path, DeviceSpec):
         return name_or_path
@@ -108,17 +109,15 @@ def get_device(name_or_path: Union[str, Path, Mapping, DeviceSpec], base: Option
     if key in BUILTIN:
         return BUILTIN[key]
     path = Path(key).expanduser()
-    if base is not None and not path.is_absolute():
-        path = Path(base) / path
     if not (key.endswith((".yaml", ".yml")) or path.is_file()):
         raise DeviceError(f"device: unknown device {key!r}; must be one of {', '.join(BUILTIN)}, "
                           "or the path of a YAML file of device figures")
     if not path.is_file():
         raise DeviceError(f"device: file not found: {path}")
-    import yaml
+    from vidur_specdec.config_files import parse_yaml_text  # duplicate keys refused, as in any config file
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         raise DeviceError(f"device: {path} is not valid YAML") from None
-    return from_mapping(data or {}, where=f"device: {path}")
+    return from_mapping(parse_yaml_text(text, str(path), "device") or {}, where=f"device: {path}")

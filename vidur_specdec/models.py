@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Union
+from typing import Dict, Mapping, Union
 
 
 class ModelError(ValueError):
@@ -182,14 +182,14 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     return model_from_dict(d, where)
 
 
-def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model",
-                  base: Optional[Path] = None) -> ModelSpec:
+def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model") -> ModelSpec:
     """The :class:`ModelSpec` that ``model:`` (or ``speculative.draft_model``) names.
 
     ``value`` is a :data:`KNOWN_MODELS` name, the path of a Hugging Face
     ``config.json`` (``.json``) or of a YAML file of ModelSpec fields
     (``.yaml``/``.yml``), a mapping of ModelSpec fields, or a ModelSpec.
-    ``base`` resolves a relative path. Raises :class:`ModelError` naming ``key``.
+    A relative path was already resolved against the config that named it
+    (:func:`vidur_specdec.paths.resolve_paths`). Raises :class:`ModelError` naming ``key``.
     """
     if isinstance(value, ModelSpec):
         return value
@@ -199,8 +199,6 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     if name in KNOWN_MODELS:
         return KNOWN_MODELS[name]
     path = Path(name).expanduser()
-    if base is not None and not path.is_absolute():
-        path = Path(base) / path
     if not (name.endswith((".json", ".yaml", ".yml")) or path.is_file()):
         raise ModelError(f"{key}: unknown model {name!r}; must be one of {', '.join(KNOWN_MODELS)}, "
                          "or the path of a Hugging Face config.json or a YAML of ModelSpec fields")
@@ -217,12 +215,9 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
         except json.JSONDecodeError:
             raise ModelError(f"{where}: is not valid JSON") from None
         return model_from_hf_config(data, path.parent.name or path.stem, where)
-    import yaml
+    from vidur_specdec.config_files import parse_yaml_text  # duplicate keys refused, as in any config file
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise ModelError(f"{where}: is not valid YAML") from None
+    data = parse_yaml_text(text, str(path), key)
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
         return model_from_hf_config(data, path.stem, where)
     return model_from_dict(data or {}, where)

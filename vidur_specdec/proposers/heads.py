@@ -24,7 +24,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional, Tuple
 
-import yaml
 
 from vidur_specdec.config import ConfigError
 
@@ -163,10 +162,13 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         p = Path(name).expanduser()
         if not p.is_file():
             raise ConfigError(f"{key}: file not found: {p}")
+        from vidur_specdec.config_files import parse_yaml_text  # duplicate keys refused, as in any config file
+
         try:
-            head = head_from_mapping(yaml.safe_load(p.read_text()), f"{key}: {p}")
-        except yaml.YAMLError:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
             raise ConfigError(f"{key}: {p} is not valid YAML") from None
+        head = head_from_mapping(parse_yaml_text(text, str(p), key), f"{key}: {p}")
     else:
         raise ConfigError(f"{key}: unknown head {name!r}; known: {', '.join(KNOWN_HEADS)}; or a YAML file")
     if head.method != method:
