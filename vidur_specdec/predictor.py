@@ -175,15 +175,13 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._all_reduce = all_reduce_model(predictor_config.all_reduce)
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
-        if self._proposer is not None and hasattr(self._proposer, "bind"):
+        if self._proposer is not None:
             from vidur_specdec.devices import get_device
             from vidur_specdec.proposers.base import ProposerContext
 
-            # the target's device and TP (fields set by simulation.prepare once deployments land)
-            device = getattr(predictor_config, "device_spec", None) or get_device(
-                getattr(replica_config, "device", None) or "a100")
-            tp = getattr(predictor_config, "tensor_parallel_size", None) or 1
-            self._proposer.bind(ProposerContext(device, int(tp), self._all_reduce))
+            # the target's device (the replica's Vidur SKU when no DeviceSpec was given), TP and collective model
+            device = self._device or get_device(getattr(replica_config, "device", None) or "a100")
+            self._proposer.bind(ProposerContext(device, self._tp, self._all_reduce))
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer

@@ -81,7 +81,6 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
                           if cfg.k_schedule and self._k_max > 0 else None)
         self._max_draft_context = cfg.max_draft_context
         self._tree_nodes = cfg.tree_nodes if cfg.acceptance is not None else None
-        self._guesses: Dict[int, int] = {}  # request id -> guesses planned for the step being built
         self._reserve: Dict[int, int] = {}  # request id -> guesses its lookahead KV is reserved for
         self._decodes_to_place = 0  # decodes of the step being built not yet given their tokens
 
@@ -111,7 +110,6 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         guesses = max(0, min(self._wanted_guesses(request), budget_left - 1))
         if self._tree_nodes is not None and guesses < self._tree_nodes:
             guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
-        self._guesses[request.id] = guesses
         # lookahead KV: for this step's guesses; with a schedule, for the static maximum k (vLLM)
         self._reserve[request.id] = guesses if self._schedule is None else \
             max(guesses, self._wanted_guesses(request, self._k_max))
@@ -141,7 +139,6 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
 
     # ------------------------------------------------------------------ tokens advanced
     def _get_next_batch(self, time: float):
-        self._guesses.clear()
         self._reserve.clear()
         self._decodes_to_place = min(
             self._max_micro_batch_size,

@@ -71,14 +71,17 @@ class SharedKV(VerifyCost):
 class PerToken(VerifyCost):
     """q separate decode reads per request at contexts ctx+1..ctx+q; never below SharedKV."""
 
-    def attention_ms(self, model, decode_q, decode_ctx) -> float:
+    def attention_ms(self, model, decode_q, decode_ctx, shared_kv_ms=None) -> float:
+        """``shared_kv_ms``: the SharedKV price of the same reads, when the caller already has it."""
         reads = sum(decode_q)
         if reads == 0:
             return 0.0
         # Σ over requests of Σ_{j=1..q} (ctx + j) = Σ q·ctx + q(q+1)/2
         kv_sum = sum(q * c + q * (q + 1) / 2 for q, c in zip(decode_q, decode_ctx))
         per_token = model.decode_attention_ms(reads, kv_sum / reads)
-        return max(per_token, SharedKV.attention_ms(self, model, decode_q, decode_ctx))
+        if shared_kv_ms is None:
+            shared_kv_ms = SharedKV.attention_ms(self, model, decode_q, decode_ctx)
+        return max(per_token, shared_kv_ms)
 
 
 @register("interpolated")
@@ -96,7 +99,7 @@ class Interpolated(VerifyCost):
 
     def attention_ms(self, model, decode_q, decode_ctx) -> float:
         lo = SharedKV.attention_ms(self, model, decode_q, decode_ctx)
-        hi = PerToken.attention_ms(self, model, decode_q, decode_ctx)
+        hi = PerToken.attention_ms(self, model, decode_q, decode_ctx, shared_kv_ms=lo)
         return self.weight * hi + (1.0 - self.weight) * lo
 
 
