@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -50,6 +51,7 @@ from vidur_specdec.devices import DeviceSpec
 TIME_COL = "time_stats.all_reduce.median"
 
 
+@lru_cache(maxsize=8192)  # priced every step (the logits gather, the NCCL fallback); DeviceSpec is hashable
 def all_reduce_ms(device: DeviceSpec, world: int, nbytes: int) -> float:
     """Time (ms) of one NCCL all-reduce of ``nbytes`` (per GPU, the tensor's size) among ``world`` GPUs.
 

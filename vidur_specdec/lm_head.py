@@ -12,11 +12,14 @@ EAGLE-style proposers (whose heads have LM heads of their own).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from vidur_specdec.devices import DeviceSpec
 from vidur_specdec.profiles import params as P
 from vidur_specdec.profiles.builder import _gemm_ms
 
 
+@lru_cache(maxsize=8192)  # called every step with the same few shapes; DeviceSpec is frozen (hashable)
 def lm_head_ms(device: DeviceSpec, hidden: int, vocab: int, tp: int, rows: int) -> float:
     """LM-head GEMM time (ms) for ``rows`` positions on one of ``tp`` GPUs; 0 for no rows."""
     if rows <= 0:
