@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from typing import Callable, List, Optional
@@ -80,8 +79,8 @@ def add_set(p: argparse.ArgumentParser) -> None:
                    help="override any config key, e.g. --set speculative.num_speculative_tokens=2 (repeatable)")
 
 
-def add_output_dir(p: argparse.ArgumentParser, help: str = "output folder") -> None:
-    p.add_argument("--output-dir", help=help)
+def add_output_dir(p: argparse.ArgumentParser, help: str = "output folder", required: bool = False) -> None:
+    p.add_argument("--output-dir", required=required, help=help)
 
 
 def add_overwrite(p: argparse.ArgumentParser, help: str = "replace earlier results in --output-dir") -> None:
@@ -155,21 +154,6 @@ def guarded(fn: Callable[[], int]) -> int:
 # --------------------------------------------------------------------------- the parser
 
 
-def subcommand_module(name: str):
-    """Import a subcommand's module (raises ModuleNotFoundError when it is not installed on this branch)."""
-    for n, module, _ in SUBCOMMANDS:
-        if n == name:
-            return importlib.import_module(module)
-    raise KeyError(name)
-
-
-def _available(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     """The whole command line; with ``only``, just that subcommand's module is imported."""
     ap = Parser(prog=PROG, description="Simulate speculative decoding in LLM serving on Vidur. "
@@ -184,9 +168,6 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         p.set_defaults(_module=module)
         if only is not None and name != only:
             continue
-        if not _available(module):
-            p.set_defaults(_missing=True)
-            continue
         importlib.import_module(module).add_arguments(p)
     return ap
 
@@ -197,9 +178,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     names = [n for n, _, _ in SUBCOMMANDS]
     only = first if first in names and argv and argv[0] == first else None
     args = build_parser(only).parse_args(argv)
-    if getattr(args, "_missing", False):
-        report_error(f"{args.command}: not available in this installation ({args._module} is missing)")
-        return EXIT_BAD_INPUT
     module = importlib.import_module(args._module)
     return guarded(lambda: module.run(args))
 

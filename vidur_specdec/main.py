@@ -217,9 +217,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _is_sweep_file(path: str) -> bool:
     from vidur_specdec.config import read_yaml
+    from vidur_specdec.sweep.definition import is_sweep
 
-    data = read_yaml(path)
-    return isinstance(data, dict) and any(k in data for k in ("sweep", "grid", "rows"))
+    return is_sweep(read_yaml(path))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -259,8 +259,9 @@ def _run_one(args: argparse.Namespace) -> int:
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     from vidur_specdec.metrics import flip_warning
 
-    if flip_warning(s):  # k flipping at a schedule boundary (vLLM issue #49548)
-        print(flip_warning(s), file=sys.stderr)
+    flips = flip_warning(s)
+    if flips:  # k flipping at a schedule boundary (vLLM issue #49548)
+        print(flips, file=sys.stderr)
     return 0
 
 

@@ -25,28 +25,16 @@ DEFAULT_TOLERANCE = 0.05
 CHECK_MARGIN = 0.03  # the schedule must be within 3 % of the best static k and of k = 0 at each checked load
 
 
-def _has(parser: argparse.ArgumentParser, option: str) -> bool:
-    return option in parser._option_string_actions
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """Add the tune options to ``ap``."""
-    if not _has(ap, "--config"):
-        ap.add_argument("--config", required=True, help="run config YAML (see configs/default.yaml)")
-    if not _has(ap, "--output-dir"):
-        ap.add_argument("--output-dir", required=True, help="output folder")
-    if not _has(ap, "--set"):
-        ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                        help="override any config key (repeatable)")
-    if not _has(ap, "--jobs"):
-        ap.add_argument("--jobs", type=int, default=None, help="parallel simulations (default: all cores)")
-    if not _has(ap, "--executor"):
-        ap.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="local process pool (default) or a Ray cluster")
-    if not _has(ap, "--address"):
-        ap.add_argument("--address", default=None, help="--executor ray: cluster address (default: start Ray locally)")
-    if not _has(ap, "--overwrite"):
-        ap.add_argument("--overwrite", action="store_true", help="discard the folder's tune journal and start over")
+    """Add the tune options to ``ap`` (shared definitions from :mod:`vidur_specdec.cli`)."""
+    from vidur_specdec import cli
+
+    cli.add_config(ap, help="run config YAML (see configs/default.yaml)")
+    cli.add_output_dir(ap, required=True)
+    cli.add_set(ap)
+    cli.add_jobs(ap)
+    cli.add_executor(ap)
+    cli.add_overwrite(ap, help="discard the folder's tune journal and start over")
     ap.add_argument("--k-max", type=int, default=None,
                     help="largest static k searched (default: the config's num_speculative_tokens)")
     ap.add_argument("--objective", choices=("tpot", "throughput", "goodput"), default="tpot",
@@ -62,13 +50,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="open-loop arrival rate (workload.qps) or closed-loop concurrency (workload.concurrency)")
     ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                     help=f"relative width at which a load bracket stops (default {DEFAULT_TOLERANCE:g})")
-
-
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m vidur_specdec.main tune",
-                                 description="Find where speculation stops paying and a per-batch-size k schedule.")
-    add_arguments(ap)
-    return ap
 
 
 def _prepare(args: argparse.Namespace):
@@ -122,12 +103,9 @@ def run(args: argparse.Namespace) -> int:
             prepare(build_config(base, setting_overrides(base, Setting(k))))
         ev = Evaluator(base, axis, out_dir, slo, options, jobs, args.executor, args.address,
                        bool(getattr(args, "overwrite", False)))
+        out_dir.mkdir(parents=True, exist_ok=True)
         lock = FolderLock(out_dir)
-        if out_dir.is_dir():
-            lock.acquire()
-        if not out_dir.is_dir():
-            out_dir.mkdir(parents=True)
-            lock.acquire()
+        lock.acquire()
         ev.open()
         print(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
               f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
@@ -136,9 +114,6 @@ def run(args: argparse.Namespace) -> int:
         tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo)
         res = tuner.tune(lambda: choose_schedule(base, k_max))
         paths = write_all(out_dir, ev, res, options, tuner.meets)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("\ninterrupted: finished points are saved in the output folder's journal; rerun the same command "
               "to resume", file=sys.stderr)
@@ -177,7 +152,10 @@ def _report(res, axis, ev) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return run(parser().parse_args(argv))
+    """``python -m vidur_specdec.tune.cli ...``: the same as ``python -m vidur_specdec tune ...``."""
+    from vidur_specdec import cli
+
+    return cli.main(["tune", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
