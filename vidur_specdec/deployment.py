@@ -80,6 +80,27 @@ def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, 
     return out
 
 
+def time_models(cfg: RunConfig, dep: Deployment, longest_tokens: int):
+    """The fitted operator-time models of a run: ``(target, drafter or None, profile choices)``.
+
+    Profiles are chosen (shipped, measured, or built and cached) by
+    :func:`profiles`; each model is fitted at its own TP from the fit cache
+    (``predictor.cache_dir``). One place for :func:`vidur_specdec.simulation.prepare`,
+    the validation harness's cost model and the draft-model proposer.
+    """
+    from vidur_specdec.predictor import load_time_model
+
+    choices = profiles(cfg, dep, longest_tokens)
+    cache = cfg.predictor.cache_dir
+    t = choices["target"]
+    target = load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cache)
+    draft = None
+    if dep.draft is not None:
+        d = choices["draft"]
+        draft = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
+    return target, draft, choices
+
+
 def run_requests(cfg: RunConfig, acceptance=None) -> List:
     """The run's requests (:class:`~vidur_specdec.workload.RequestSpec`), in workload order.
 

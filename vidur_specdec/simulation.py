@@ -50,7 +50,7 @@ from vidur_specdec.config_warnings import config_warnings
 from vidur_specdec.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.deployment import Deployment
 from vidur_specdec.models import ModelSpec
-from vidur_specdec.predictor import SpecDecPredictorConfig, load_time_model
+from vidur_specdec.predictor import SpecDecPredictorConfig
 from vidur_specdec.profiles.on_demand import describe
 from vidur_specdec.request import SpecRequest
 from vidur_specdec.tree import parse_tree
@@ -252,17 +252,13 @@ def prepare(cfg: RunConfig) -> Prepared:
     mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
     gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
     warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
-    choices = deployment.profiles(cfg, dep, deployment.longest_request_tokens(cfg, specs))
-    cache = cfg.predictor.cache_dir
+    target, draft_time, choices = deployment.time_models(cfg, dep, deployment.longest_request_tokens(cfg, specs))
     t = choices["target"]
-    target = load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cache)
     files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
-    draft_time = None
     if draft_spec is not None:
         d = choices["draft"]
-        draft_time = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
         files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
-    proposer = proposers.build(cfg, target, cache, deployment=dep, draft_time=draft_time)
+    proposer = proposers.build(cfg, target, cfg.predictor.cache_dir, deployment=dep, draft_time=draft_time)
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),

@@ -40,13 +40,11 @@ class DraftModelProposer(Proposer):
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
         from vidur_specdec import deployment as deployment_mod
         from vidur_specdec import verify_cost
-        from vidur_specdec.predictor import load_time_model
 
         dep = context.get("deployment") or deployment_mod.resolve(cfg)
         draft_time = context.get("draft_time")
-        if draft_time is None:  # not prepared by simulation.prepare: locate (or build) the drafter's profile
-            d = deployment_mod.profiles(cfg, dep, deployment_mod.longest_request_tokens(cfg))["draft"]
-            draft_time = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache_dir)
+        if draft_time is None:  # not prepared by simulation.prepare: locate (or build) and fit the drafter
+            draft_time = deployment_mod.time_models(cfg, dep, deployment_mod.longest_request_tokens(cfg))[1]
         p = cls(draft_time, dep.draft.num_layers, verify_cost.build(cfg.speculative), dep.draft)
         p.draft_tp = dep.draft_tp
         return p

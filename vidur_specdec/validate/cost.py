@@ -57,23 +57,13 @@ class CostModel:
     def from_config(cls, cfg) -> "CostModel":
         """The cost model a simulation of ``cfg`` (a RunConfig) uses: same profiles, policy, proposer."""
         from vidur_specdec import deployment, proposers, step_overheads, verify_cost
-        from vidur_specdec.predictor import load_time_model
-
-        from vidur_specdec.devices import get_device
         from vidur_specdec.collectives import all_reduce_model
         from vidur_specdec.proposers.base import ProposerContext
 
         spec = cfg.speculative
         dep = deployment.resolve(cfg)
-        choices = deployment.profiles(cfg, dep, deployment.longest_request_tokens(cfg))
-        t = choices["target"]
-        cache = cfg.predictor.cache_dir
-        target = load_time_model(t.mlp, t.attention, tp=dep.tp, cache_dir=cache)
-        draft_time = None
-        if dep.draft is not None:
-            d = choices["draft"]
-            draft_time = load_time_model(d.mlp, d.attention, tp=dep.draft_tp, cache_dir=cache)
-        proposer = proposers.build(cfg, target, cache, deployment=dep, draft_time=draft_time)
+        target, draft_time, _ = deployment.time_models(cfg, dep, deployment.longest_request_tokens(cfg))
+        proposer = proposers.build(cfg, target, cfg.predictor.cache_dir, deployment=dep, draft_time=draft_time)
         proposer.bind(ProposerContext(dep.device, dep.tp, all_reduce_model(cfg.engine.all_reduce)))
         return cls(target, dep.model.num_layers, verify_cost.build(spec), proposer, cfg.model,
                    step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp))
