@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from vidur_specdec.config import ConfigError
 
@@ -78,8 +78,3 @@ def parse_tree(value) -> Optional[TokenTree]:
     depth = max(len(n) for n in nodes)
     levels = tuple(sum(1 for n in nodes if len(n) == d) for d in range(1, depth + 1))
     return TokenTree(tuple(nodes), levels)
-
-
-def chain(k: int) -> List[Tuple[int, ...]]:
-    """vLLM's default tree for k guesses: a chain."""
-    return [(0,) * (i + 1) for i in range(k)]

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
+from vidur_specdec.proposers.base import guesses_of
+
 
 @dataclass
 class Pass:
@@ -41,7 +43,7 @@ class Pass:
 
 def draft_passes(comp, tree_levels: Optional[Sequence[int]] = None) -> List[Pass]:
     """The passes of one step's drafting (see the module notes); empty when nobody guesses nor prefills."""
-    guesses = [q - 1 for q in comp.decode_q]
+    guesses = guesses_of(comp)
     catch = list(getattr(comp, "decode_catchup", None) or [1] * len(guesses))
     drafting = [i for i, g in enumerate(guesses) if g > 0]
     prefill = list(comp.prefill)

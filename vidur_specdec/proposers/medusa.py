@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.lm_head import lm_head_ms
-from vidur_specdec.proposers.base import _target_spec, Proposer, register
+from vidur_specdec.proposers.base import _target_spec, Proposer, guesses_of, register
 from vidur_specdec.proposers.eagle import gemm_ms
 
 
@@ -62,7 +62,7 @@ class MedusaProposer(Proposer):
         else:
             device = ctx.device
         h = self.head
-        guesses = [q - 1 for q in comp.decode_q]
+        guesses = guesses_of(comp)
         t = 0.0
         for i in range(1, max(guesses, default=0) + 1):
             rows = sum(1 for g in guesses if g >= i)
