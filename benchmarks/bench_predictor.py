@@ -38,7 +38,7 @@ from vidur.execution_time_predictor.random_forrest_execution_time_predictor impo
 )
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import SklearnExecutionTimePredictor
 
-from vidur_specdec.predictor import (
+from vidur_specdec.engine.predictor import (
     LINEAR_OPS,
     OperatorTimeModel,
     clear_memory_cache,

@@ -89,7 +89,7 @@ def main() -> int:
                     help="do not pin the client to CPU 0 and the server to CPU 1")
     args = ap.parse_args()
 
-    from vidur_specdec.config import load
+    from vidur_specdec.engine.resolve import load
     from vidur_specdec.validate.replay import replay
     from vidur_specdec.validate.workload import generate_trace, load_trace, write_trace
 

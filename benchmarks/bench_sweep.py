@@ -41,7 +41,7 @@ def main() -> int:
     args = ap.parse_args()
 
     sys.path.insert(0, str(REPO))
-    from vidur_specdec.simulation import prepare
+    from vidur_specdec.engine.simulation import prepare
     from vidur_specdec.sweep import load_sweep
 
     sweep = load_sweep(args.sweep)

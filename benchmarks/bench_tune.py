@@ -36,8 +36,8 @@ def main() -> int:
     overrides = args.overrides if args.overrides is not None else ["speculative.verify_attention=per_token"]
 
     sys.path.insert(0, str(REPO))
-    from vidur_specdec.config import load
-    from vidur_specdec.simulation import prepare
+    from vidur_specdec.engine.resolve import load
+    from vidur_specdec.engine.simulation import prepare
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     base = load(args.config, overrides)

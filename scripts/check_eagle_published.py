@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from vidur_specdec import simulate  # noqa: E402
 from vidur_specdec.config import ConfigError  # noqa: E402
-from vidur_specdec.models import KNOWN_MODELS  # noqa: E402
+from vidur_specdec.architectures.models import KNOWN_MODELS  # noqa: E402
 
 
 @dataclass

@@ -30,9 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vidur_specdec.collectives import ALL_REDUCE_MODELS, DEFAULT_ALL_REDUCE  # noqa: E402
-from vidur_specdec.config import ConfigError, load  # noqa: E402
-from vidur_specdec.simulation import prepare, run_prepared  # noqa: E402
+from vidur_specdec.hardware.collectives import ALL_REDUCE_MODELS, DEFAULT_ALL_REDUCE  # noqa: E402
+from vidur_specdec.config import ConfigError  # noqa: E402
+from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.simulation import prepare, run_prepared  # noqa: E402
 
 LMDEPLOY = ("InternLM/lmdeploy docs/en/benchmark/a100_fp16.md (lmdeploy v0.1.0a1 TurboMind, fp16, "
             "A100-80G SXM), static inference benchmark: B / throughput(out tok/s)")

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from conftest import REPO
-from vidur_specdec.config import ConfigError, apply_overrides, from_dict, load
-from vidur_specdec.metrics import REQUEST_COLUMNS, STEP_COLUMNS
+from vidur_specdec.config import ConfigError, apply_overrides
+from vidur_specdec.engine.resolve import from_dict, load
+from vidur_specdec.engine.metrics import REQUEST_COLUMNS, STEP_COLUMNS
 
 BAD = [
     ({"speculative": {"acceptance_rate": 1.5}}, "speculative.acceptance_rate", "[0, 1]"),

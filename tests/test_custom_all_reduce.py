@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 
-from vidur_specdec import collectives
-from vidur_specdec import custom_all_reduce as CA
-from vidur_specdec.config import ConfigError, EngineConfig, load
-from vidur_specdec.devices import get_device
+from vidur_specdec.hardware import collectives
+from vidur_specdec.hardware import custom_all_reduce as CA
+from vidur_specdec.config import ConfigError, EngineConfig
+from vidur_specdec.engine.resolve import load
+from vidur_specdec.hardware.devices import get_device
 
 A100, H100 = get_device("a100"), get_device("h100")
 CUSTOM, NCCL = collectives.ALL_REDUCE_MODELS["vllm_custom"], collectives.ALL_REDUCE_MODELS["nccl"]
@@ -99,7 +100,7 @@ def test_continuous_at_the_kernel_switch(world, edge):
 
 def test_bandwidth_is_nccls_efficiency_on_the_device_link():
     """Nothing fitted here: NVLink figure x NCCL's large-message efficiency from collectives_fit."""
-    from vidur_specdec import collectives_fit as FIT
+    from vidur_specdec.hardware import collectives_fit as FIT
 
     assert CA.effective_bandwidth(A100) == pytest.approx(FIT.BUS_BANDWIDTH)
     assert CA.effective_bandwidth(H100) == pytest.approx(FIT.BUS_BANDWIDTH * 1.5)
@@ -124,7 +125,7 @@ def test_end_to_end_engine_all_reduce(tmp_path):
     """engine.all_reduce reaches the step: the same first step pays less comm_ms with vLLM's custom all-reduce;
     runs are deterministic; TP 1 does not depend on the setting."""
     from conftest import small
-    from vidur_specdec.simulation import simulate
+    from vidur_specdec.engine.simulation import simulate
 
     c = small(num_requests=6, model="meta-llama/Llama-3.1-8B-Instruct", device="h100",
               speculative={"method": "none"}, predictor={"cache_dir": str(tmp_path / "cache")})

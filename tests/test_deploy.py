@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from conftest import REPO, small
-from vidur_specdec import memory
-from vidur_specdec.config import ConfigError, from_dict, load
-from vidur_specdec.devices import BUILTIN
-from vidur_specdec.models import KNOWN_MODELS, ModelError, resolve_model
+from vidur_specdec.costs import memory
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.resolve import from_dict, load
+from vidur_specdec.hardware.devices import BUILTIN
+from vidur_specdec.architectures.models import KNOWN_MODELS, ModelError, resolve_model
 
 L31_8B = "meta-llama/Llama-3.1-8B-Instruct"
 L31_70B = "meta-llama/Llama-3.1-70B-Instruct"
@@ -115,7 +116,7 @@ def test_memory_per_gpu_from_the_device():
 
 
 def test_model_that_does_not_fit_names_the_smallest_tp(tmp_path):
-    from vidur_specdec.simulation import prepare
+    from vidur_specdec.engine.simulation import prepare
 
     cfg = load(cfg_with(tmp_path, model="meta-llama/Llama-2-70b-hf"))
     with pytest.raises(ConfigError) as e:
@@ -164,7 +165,7 @@ def test_tp_that_does_not_split_the_heads_lists_the_allowed_sizes(tmp_path):
 
 
 def test_measured_profile_without_rows_for_the_tp(tmp_path):
-    from vidur_specdec.simulation import prepare
+    from vidur_specdec.engine.simulation import prepare
 
     root = tmp_path / "measured"
     shutil.copytree(REPO / "profiles/a100/meta-llama/Llama-2-7b-hf", root / "a100/meta-llama/Llama-2-7b-hf")
@@ -179,7 +180,7 @@ def test_measured_profile_without_rows_for_the_tp(tmp_path):
 
 
 def test_built_profile_is_cached_and_named(tmp_path):
-    from vidur_specdec.simulation import prepare, run_prepared
+    from vidur_specdec.engine.simulation import prepare, run_prepared
 
     c = cfg_with(tmp_path, model=L31_8B, device="h200")
     p = prepare(load(c))
@@ -199,7 +200,7 @@ def test_built_profile_is_cached_and_named(tmp_path):
 
 
 def test_llama3_target_with_llama3_drafter_runs(tmp_path):
-    from vidur_specdec.simulation import simulate
+    from vidur_specdec.engine.simulation import simulate
 
     c = cfg_with(tmp_path, model=L31_70B, device="h100", parallel={"tensor_parallel_size": 4},
                  speculative={"method": "draft_model", "draft_model": L32_1B})
@@ -212,8 +213,8 @@ def test_llama3_target_with_llama3_drafter_runs(tmp_path):
 
 
 def test_larger_tp_is_never_slower_per_layer():
-    from vidur_specdec.predictor import OperatorTimeModel
-    from vidur_specdec.profiles import build_profile
+    from vidur_specdec.engine.predictor import OperatorTimeModel
+    from vidur_specdec.costs.profiles import build_profile
 
     spec = KNOWN_MODELS[L31_70B].__class__(**{**KNOWN_MODELS[L31_70B].to_dict(), "max_model_len": 2048})
     models = {}
@@ -234,7 +235,7 @@ def test_larger_tp_is_never_slower_per_layer():
 
 
 def test_context_cover_of_built_profiles():
-    from vidur_specdec.profiles.on_demand import MAX_CONTEXT, built_chunk, built_context
+    from vidur_specdec.costs.profiles.on_demand import MAX_CONTEXT, built_chunk, built_context
 
     m = KNOWN_MODELS[L31_8B]
     assert built_context(m, 3000) == 4096 and built_context(m, 5000) == 8192
@@ -249,7 +250,7 @@ def test_context_cover_of_built_profiles():
 def test_vidur_model_registration_survives_gc(tmp_path):
     from vidur.config.model_config import BaseModelConfig
 
-    from vidur_specdec.simulation import vidur_config, prepare, vidur_model_name
+    from vidur_specdec.engine.simulation import vidur_config, prepare, vidur_model_name
 
     spec = KNOWN_MODELS["meta-llama/Llama-2-13b-hf"]
     name = vidur_model_name(spec)
@@ -271,7 +272,7 @@ def test_vidur_model_registration_survives_gc(tmp_path):
 
 
 def test_bigger_tp_on_the_same_device_is_never_slower_end_to_end(tmp_path):
-    from vidur_specdec.simulation import simulate
+    from vidur_specdec.engine.simulation import simulate
 
     c = cfg_with(tmp_path, model=L31_8B, device="h100", speculative={"method": "none"})
     steps = {tp: simulate(c, [f"parallel.tensor_parallel_size={tp}"]).steps for tp in (1, 4)}

@@ -9,16 +9,17 @@ import yaml
 
 from conftest import REPO
 from vidur_specdec import simulate
-from vidur_specdec.acceptance import alpha_from_mean_length, expected_tokens_per_step
-from vidur_specdec.config import ConfigError, load
-from vidur_specdec.devices import get_device
-from vidur_specdec.predictor import StepComposition, load_time_model, locate_profile
-from vidur_specdec.proposers.base import ProposerContext
-from vidur_specdec.proposers.eagle import EagleProposer
-from vidur_specdec.proposers.eagle3 import Eagle3Proposer
-from vidur_specdec.proposers.heads import KNOWN_HEADS
-from vidur_specdec.tree import parse_tree
-from vidur_specdec.verify_cost import SharedKV
+from vidur_specdec.speculation.acceptance import alpha_from_mean_length, expected_tokens_per_step
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.resolve import load
+from vidur_specdec.hardware.devices import get_device
+from vidur_specdec.engine.predictor import StepComposition, load_time_model, locate_profile
+from vidur_specdec.speculation.proposers.base import ProposerContext
+from vidur_specdec.speculation.proposers.eagle import EagleProposer
+from vidur_specdec.speculation.proposers.eagle3 import Eagle3Proposer
+from vidur_specdec.speculation.proposers.heads import KNOWN_HEADS
+from vidur_specdec.speculation.tree import parse_tree
+from vidur_specdec.costs.verify_cost import SharedKV
 
 HEAD3 = str(REPO / "configs/heads/eagle3-llama2-7b.yaml")
 
@@ -190,8 +191,8 @@ def test_trace_replay_accepts_exactly_what_the_trace_says(tmp_path):
             assert r["accepted_tokens"][i] == sum(want) and r["decode_steps"][i] == len(want)
         assert (r["output_tokens"] == 1 + r["decode_steps"] + r["accepted_tokens"]).all()
         # the profile a run builds and the one sweeps digest see the same (trace) lengths
-        from vidur_specdec import deployment
-        from vidur_specdec.config import load
+        from vidur_specdec.engine import deployment
+        from vidur_specdec.engine.resolve import load
 
         cfg = load(batch1(n=2, method="eagle", num_speculative_tokens=k, acceptance_trace=trace))
         assert deployment.longest_request_tokens(cfg) == 40 + 14 + k
@@ -216,7 +217,7 @@ def test_bad_trace_is_one_line_and_writes_nothing(tmp_path):
 def test_converter_from_tokens_table(tmp_path):
     import pandas as pd
 
-    from vidur_specdec.acceptance_trace import from_tokens_table
+    from vidur_specdec.speculation.acceptance_trace import from_tokens_table
 
     # request 7, k = 3: step 1 keeps 2 of 3, step 2 keeps 3 of 3, step 3 keeps 0 of 3
     rows = []
@@ -228,7 +229,7 @@ def test_converter_from_tokens_table(tmp_path):
     tokens = tmp_path / "tokens.csv"
     pd.DataFrame(rows).to_csv(tokens, index=False)
     out = tmp_path / "trace.jsonl"
-    p = subprocess.run([sys.executable, "-m", "vidur_specdec.acceptance_trace", str(tokens), str(out),
+    p = subprocess.run([sys.executable, "-m", "vidur_specdec.speculation.acceptance_trace", str(tokens), str(out),
                         "--prompt-tokens", "30"], capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 0, p.stderr
     # replayed at the recorded k, the trace gives back the recorded acceptance
@@ -259,7 +260,7 @@ def test_converter_reads_truth_values_and_empty_run_keys_as_the_harness_does():
     """'yes'/'Yes' count as accepted and an all-empty run-key column keeps its rows (steplogs' rules)."""
     import pandas as pd
 
-    from vidur_specdec.acceptance_trace import from_tokens_table
+    from vidur_specdec.speculation.acceptance_trace import from_tokens_table
 
     t = pd.DataFrame({"c": [float("nan")] * 4, "req": [0, 0, 0, 0], "step": [1, 1, 2, 2],
                       "draft_pos": [0, 1, 0, 1], "accepted": ["yes", "no", "Yes", "yes"]})

@@ -195,7 +195,7 @@ def test_duplicate_yaml_keys_are_an_error(tmp_path):
 
 
 def test_relative_paths_resolve_against_the_naming_file(tmp_path):
-    from vidur_specdec.config import load
+    from vidur_specdec.engine.resolve import load
     from vidur_specdec.sweep import load_sweep
 
     (tmp_path / "data").mkdir()
@@ -222,7 +222,8 @@ def test_sweep_grid_mapping_merges_into_the_section(tmp_path):
 
 
 def test_overrides_accept_a_string_or_a_list_and_numpy_scalars():
-    from vidur_specdec.config import ConfigError, load
+    from vidur_specdec.config import ConfigError
+    from vidur_specdec.engine.resolve import load
 
     assert load({}, "workload.num_requests=5").workload.num_requests == 5
     assert load({}, ["workload.num_requests=6", "seed=2"]).seed == 2

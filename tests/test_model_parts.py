@@ -8,14 +8,14 @@ from vidur.config import CacheConfig, ReplicaConfig
 from vidur.utils.memory_planner import MemoryPlanner
 from vidur.utils.param_counter import ParamCounter
 
-from vidur_specdec import memory
-from vidur_specdec.acceptance import AcceptanceModel, expected_tokens_per_step, pmf_from_rates
-from vidur_specdec.models import KNOWN_MODELS, get_model
-from vidur_specdec.predictor import StepComposition, load_time_model, locate_profile
-from vidur_specdec.proposers.draft_model import DraftModelProposer
-from vidur_specdec.proposers.fixed import FixedProposer
-from vidur_specdec.proposers.ngram import NgramProposer
-from vidur_specdec.verify_cost import Interpolated, PerToken, SharedKV
+from vidur_specdec.costs import memory
+from vidur_specdec.speculation.acceptance import AcceptanceModel, expected_tokens_per_step, pmf_from_rates
+from vidur_specdec.architectures.models import KNOWN_MODELS, get_model
+from vidur_specdec.engine.predictor import StepComposition, load_time_model, locate_profile
+from vidur_specdec.speculation.proposers.draft_model import DraftModelProposer
+from vidur_specdec.speculation.proposers.fixed import FixedProposer
+from vidur_specdec.speculation.proposers.ngram import NgramProposer
+from vidur_specdec.costs.verify_cost import Interpolated, PerToken, SharedKV
 
 LLAMA7 = "meta-llama/Llama-2-7b-hf"
 

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vidur_specdec.models import get_model
-from vidur_specdec.profiles import (
+from vidur_specdec.architectures.models import get_model
+from vidur_specdec.costs.profiles import (
     ATTENTION_COLUMNS,
     DEVICES,
     MLP_COLUMNS,
@@ -21,8 +21,8 @@ from vidur_specdec.profiles import (
     compare_profile,
     profile_dir,
 )
-from vidur_specdec.profiles import calibrate as cal
-from vidur_specdec.profiles import params
+from vidur_specdec.costs.profiles import calibrate as cal
+from vidur_specdec.costs.profiles import params
 from vidur_specdec.profiles.__main__ import main
 
 REPO = Path(__file__).resolve().parents[1]

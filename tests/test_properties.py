@@ -36,10 +36,11 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from vidur_specdec import memory  # noqa: E402
-from vidur_specdec.config import ConfigError, from_dict  # noqa: E402
-from vidur_specdec.scheduler import SpecSarathiReplicaScheduler  # noqa: E402
-from vidur_specdec.simulation import prepare, run_prepared, run_vidur_sarathi  # noqa: E402
+from vidur_specdec.costs import memory  # noqa: E402
+from vidur_specdec.config import ConfigError  # noqa: E402
+from vidur_specdec.engine.resolve import from_dict
+from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler  # noqa: E402
+from vidur_specdec.engine.simulation import prepare, run_prepared, run_vidur_sarathi  # noqa: E402
 
 # ci: no shrinking (a failure prints its config as drawn; rerun it under nightly to shrink it)
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, print_blob=True, database=None,

@@ -8,11 +8,13 @@ context, price plain decodes alike, and be deterministic.
 
 import pytest
 
-from vidur_specdec import proposers, verify_cost
-from vidur_specdec.config import load
-from vidur_specdec.devices import get_device
-from vidur_specdec.predictor import StepComposition, load_time_model, locate_profile
-from vidur_specdec.proposers.base import ProposerContext
+from vidur_specdec.speculation import proposers
+from vidur_specdec.costs import verify_cost
+from vidur_specdec.engine import deployment
+from vidur_specdec.engine.resolve import load
+from vidur_specdec.hardware.devices import get_device
+from vidur_specdec.engine.predictor import StepComposition, load_time_model, locate_profile
+from vidur_specdec.speculation.proposers.base import ProposerContext
 
 LLAMA7 = "meta-llama/Llama-2-7b-hf"
 HEAD3 = "configs/heads/eagle3-llama2-7b.yaml"
@@ -29,7 +31,11 @@ def _proposer(method, target):
     sets = [f"speculative.method={method}", "speculative.num_speculative_tokens=5"]
     if method == "eagle3":
         sets.append(f"speculative.model={REPO / HEAD3}")
-    p = proposers.build(load({}, sets), target)
+    cfg = load({}, sets)
+    dep = deployment.resolve(cfg)  # the engine resolves the deployment and fits a drafter once, then builds
+    draft_time = (deployment.time_models(cfg, dep, deployment.longest_request_tokens(cfg))[1]
+                  if method == "draft_model" else None)
+    p = proposers.build(cfg, target, deployment=dep, draft_time=draft_time)
     p.bind(ProposerContext(get_device("a100"), 1))
     return p
 
@@ -100,11 +106,11 @@ def test_unknown_method_lists_the_registered_ones():
 
 def test_drafters_pay_their_all_reduces_at_tensor_parallel_above_one():
     """A draft model and an EAGLE head at TP 4 cost more than the same passes with no collective bound."""
-    from vidur_specdec.collectives import all_reduce_model
-    from vidur_specdec.devices import get_device
-    from vidur_specdec.proposers.base import ProposerContext
-    from vidur_specdec.simulation import prepare
-    from vidur_specdec.config import load
+    from vidur_specdec.hardware.collectives import all_reduce_model
+    from vidur_specdec.hardware.devices import get_device
+    from vidur_specdec.speculation.proposers.base import ProposerContext
+    from vidur_specdec.engine.simulation import prepare
+    from vidur_specdec.engine.resolve import load
 
     for method, extra in (("draft_model", ["speculative.draft_model=meta-llama/Llama-3.2-1B-Instruct"]),
                           ("eagle", [])):

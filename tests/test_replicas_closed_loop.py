@@ -6,8 +6,9 @@ import pytest
 
 from conftest import small
 from vidur_specdec import run_vidur_sarathi, simulate
-from vidur_specdec.config import ConfigError, load
-from vidur_specdec.workload import read_trace, read_trace_frame
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.workload import read_trace, read_trace_frame
 
 
 def _same_times(ours: pd.DataFrame, vidur: pd.DataFrame) -> None:

@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, small
-from vidur_specdec.config import ConfigError, from_dict
-from vidur_specdec.scheduler import SpecSarathiReplicaScheduler
-from vidur_specdec.schedule import KEY, KSchedule, config_warnings, parse
-from vidur_specdec.simulation import simulate
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.resolve import from_dict
+from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
+from vidur_specdec.speculation.schedule import KEY, KSchedule, config_warnings, parse
+from vidur_specdec.engine.simulation import simulate
 
 
 def with_schedule(schedule, **kw):
@@ -115,7 +116,7 @@ def test_lookahead_kv_is_reserved_for_the_static_maximum(monkeypatch):
 
 
 def test_flip_warning_threshold():
-    from vidur_specdec.metrics import FLIP_WARN_FRACTION, flip_warning
+    from vidur_specdec.engine.metrics import FLIP_WARN_FRACTION, flip_warning
 
     assert flip_warning({"k_flips": 5, "num_steps": 100}) == ""
     assert FLIP_WARN_FRACTION == 0.05 and "#49548" in flip_warning({"k_flips": 6, "num_steps": 100})
@@ -151,7 +152,7 @@ def test_k_flips_are_counted_within_each_replica():
     """Two replicas each holding their own k: interleaving their steps is not a flip."""
     import pandas as pd
 
-    from vidur_specdec.metrics import k_flips
+    from vidur_specdec.engine.metrics import k_flips
 
     steps = pd.DataFrame({"replica": [0, 1, 0, 1, 0, 1], "k": [3, 1, 3, 1, 3, 2]})
     assert k_flips(steps) == 1  # replica 1: 1 -> 1 -> 2
@@ -159,7 +160,8 @@ def test_k_flips_are_counted_within_each_replica():
 
 
 def test_a_schedule_with_a_token_tree_is_one_line():
-    from vidur_specdec.config import ConfigError, from_dict
+    from vidur_specdec.config import ConfigError
+    from vidur_specdec.engine.resolve import from_dict
 
     with pytest.raises(ConfigError, match=r"^speculative.num_speculative_tokens_per_batch_size: .*token_tree"):
         from_dict({"speculative": {"method": "eagle", "num_speculative_tokens": 3,

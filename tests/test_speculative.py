@@ -7,8 +7,8 @@ import pytest
 
 from conftest import small
 from vidur_specdec import run_vidur_sarathi, simulate
-from vidur_specdec.acceptance import expected_tokens_per_step
-from vidur_specdec.scheduler import SpecSarathiReplicaScheduler
+from vidur_specdec.speculation.acceptance import expected_tokens_per_step
+from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
 
 
 def _tokens_right(res):

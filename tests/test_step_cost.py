@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 
 from conftest import MEASURED, small
-from vidur_specdec import collectives, collectives_fit, step_overheads
-from vidur_specdec.config import ConfigError, EngineConfig, load
-from vidur_specdec.devices import get_device
-from vidur_specdec.models import KNOWN_MODELS
+from vidur_specdec.hardware import collectives
+from vidur_specdec.hardware import collectives_fit
+from vidur_specdec.costs import step_overheads
+from vidur_specdec.config import ConfigError, EngineConfig
+from vidur_specdec.engine.resolve import load
+from vidur_specdec.hardware.devices import get_device
+from vidur_specdec.architectures.models import KNOWN_MODELS
 
 A100, H100 = get_device("a100"), get_device("h100")
 NETWORK = MEASURED / "network"
@@ -159,8 +162,9 @@ def test_engine_overheads_only_slow_steps_down():
 def _predictor(tp: int, all_reduce: str = collectives.DEFAULT_ALL_REDUCE):
     from vidur.config import CacheConfig, ReplicaConfig
 
-    from vidur_specdec import proposers, verify_cost
-    from vidur_specdec.predictor import (SpecDecExecutionTimePredictor, SpecDecPredictorConfig, load_time_model,
+    from vidur_specdec.speculation import proposers
+    from vidur_specdec.costs import verify_cost
+    from vidur_specdec.engine.predictor import (SpecDecExecutionTimePredictor, SpecDecPredictorConfig, load_time_model,
                                          locate_profile)
 
     cfg = load({})

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from conftest import REPO
-from vidur_specdec.config import from_dict, load
-from vidur_specdec.schedule import parse
-from vidur_specdec.simulation import simulate
+from vidur_specdec.engine.resolve import from_dict, load
+from vidur_specdec.speculation.schedule import parse
+from vidur_specdec.engine.simulation import simulate
 from vidur_specdec.sweep.worker import row_metrics
 
 # 60 short requests, k up to 3, alpha 0.5, per-token verify: k = 3 stops paying inside the searched loads

@@ -7,7 +7,8 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from vidur_specdec.config import ConfigError, load
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.resolve import load
 from vidur_specdec.validate.calibrate import (
     alpha_from_mean_acceptance_length,
     calibrate,

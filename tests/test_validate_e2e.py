@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from validate_fixtures import cost_step_fn, small_config, small_profiles, write_yaml  # noqa: F401
 
-from vidur_specdec.metrics import REQUEST_COLUMNS
+from vidur_specdec.engine.metrics import REQUEST_COLUMNS
 from vidur_specdec.validate.cli import main
 from vidur_specdec.validate.fake_server import FakeEngineConfig, FakeServer
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vidur_specdec.metrics import REQUEST_COLUMNS
+from vidur_specdec.engine.metrics import REQUEST_COLUMNS
 from vidur_specdec.validate.counters import scrape, spec_counters
 from vidur_specdec.validate.fake_server import FakeEngineConfig, FakeServer
 from vidur_specdec.validate.replay import _SSE, _Rec, _Response, replay

@@ -116,7 +116,7 @@ def test_cost_model_reproduces_simulator_steps(small_profiles):  # noqa: F811
     split does); mixed steps move prefill context onto decodes (see cost.py).
     """
     from vidur_specdec import simulate
-    from vidur_specdec.config import load
+    from vidur_specdec.engine.resolve import load
 
     cfg = small_config(small_profiles, num_requests=20, qps=20.0)
     res = simulate(cfg)
@@ -138,7 +138,7 @@ def test_cost_model_reproduces_simulator_steps(small_profiles):  # noqa: F811
 
 def test_step_check_against_a_log_made_from_the_simulator(small_profiles, tmp_path):  # noqa: F811
     from vidur_specdec import simulate
-    from vidur_specdec.config import load
+    from vidur_specdec.engine.resolve import load
 
     cfg = small_config(small_profiles, num_requests=12, qps=20.0)
     # the published step-log layout names our `guesses` column `spec_tokens`

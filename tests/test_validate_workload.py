@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vidur_specdec.config import ConfigError, load
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.resolve import load
 from vidur_specdec.validate.cli import main
 from vidur_specdec.validate.workload import generate_trace, load_trace, write_trace
-from vidur_specdec.workload import generate, read_trace
+from vidur_specdec.engine.workload import generate, read_trace
 
 
 def _cfg(**w):

@@ -58,7 +58,7 @@ def write_yaml(path: Path, data: dict) -> Path:
 
 def cost_step_fn(config: dict):
     """The fake engine's step time from the simulator's cost model of ``config``."""
-    from vidur_specdec.config import load
+    from vidur_specdec.engine.resolve import load
     from vidur_specdec.validate.cost import CostModel
 
     cm = CostModel.from_config(load(config))

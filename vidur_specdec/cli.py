@@ -12,7 +12,8 @@ Options several subcommands share (``--config``, ``--set``, ``--output-dir``,
 ``--overwrite``, ``--jobs``, ``--executor``, ``--address``) are defined once
 here (:func:`add_config`, ...) and reused.
 
-One error path (:func:`guarded`): every expected failure ends with one line on
+The exit statuses, the one error path (:func:`guarded`) and the shared
+options live in :mod:`vidur_specdec.console` (re-exported here). One error path (:func:`guarded`): every expected failure ends with one line on
 stderr and a documented exit status, nothing half-written:
 
 ====  ======================================================================
@@ -29,23 +30,26 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
-from typing import Callable, List, Optional
+from typing import List, Optional
 
-from vidur_specdec.config import ConfigError
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-EXIT_SERVICE = 3
-EXIT_INTERRUPTED = 130
-
-PROG = "python -m vidur_specdec"
-
-
-class ServiceError(Exception):
-    """An external service (the server under validation, a Ray cluster) failed; exit status 3."""
-
+from vidur_specdec.console import (  # noqa: F401 (re-exported)
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SERVICE,
+    PROG,
+    Parser,
+    ServiceError,
+    add_config,
+    add_executor,
+    add_jobs,
+    add_output_dir,
+    add_overwrite,
+    add_set,
+    guarded,
+    report_error,
+)
 
 # (name, module, one-line help): the subcommands, in --help order.
 SUBCOMMANDS = [
@@ -56,99 +60,6 @@ SUBCOMMANDS = [
     ("profiles", "vidur_specdec.profiles.cli", "build, compare and calibrate analytical operator profiles"),
     ("validate", "vidur_specdec.validate.cli", "replay a workload against a vLLM server and compare"),
 ]
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``error: PROG: message (see PROG --help)``, exit status 2."""
-
-    def error(self, message: str) -> None:  # noqa: D401 - argparse API
-        sys.stderr.write(f"error: {self.prog}: {message} (see {self.prog} --help)\n")
-        sys.exit(EXIT_BAD_INPUT)
-
-
-# --------------------------------------------------------------------------- shared options
-
-
-def add_config(p: argparse.ArgumentParser, required: bool = True,
-               help: str = "config YAML (a run config, see configs/default.yaml)") -> None:
-    p.add_argument("--config", required=required, help=help)
-
-
-def add_set(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override any config key, e.g. --set speculative.num_speculative_tokens=2 (repeatable)")
-
-
-def add_output_dir(p: argparse.ArgumentParser, help: str = "output folder", required: bool = False) -> None:
-    p.add_argument("--output-dir", required=required, help=help)
-
-
-def add_overwrite(p: argparse.ArgumentParser, help: str = "replace earlier results in --output-dir") -> None:
-    p.add_argument("--overwrite", action="store_true", help=help)
-
-
-def add_jobs(p: argparse.ArgumentParser, help: str = "parallel simulations (default: all cores)") -> None:
-    p.add_argument("--jobs", type=int, default=None, help=help)
-
-
-def add_executor(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local process pool (default) or a Ray cluster")
-    p.add_argument("--address", default=None, help="--executor ray: cluster address (default: start Ray locally)")
-
-
-# --------------------------------------------------------------------------- one error path
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split()) or "(no message)"
-
-
-def _os_error_text(e: OSError) -> str:
-    import errno
-
-    where = e.filename if e.filename is not None else ""
-    if where and e.errno in (errno.EEXIST, errno.ENOTDIR) and not getattr(e, "filename2", None):
-        return f"{where}: a file is in the way where a folder is needed ({e.strerror})"
-    if getattr(e, "filename2", None):
-        where = f"{where} -> {e.filename2}"
-    what = e.strerror or str(e) or type(e).__name__
-    return f"{where}: {what}" if where else what
-
-
-def report_error(message: str) -> None:
-    """Print ``error: message`` as one line on stderr."""
-    sys.stderr.write(f"error: {_one_line(message)}\n")
-    sys.stderr.flush()
-
-
-def guarded(fn: Callable[[], int]) -> int:
-    """Run ``fn`` and map every expected failure to one stderr line and its exit status (module doc)."""
-    try:
-        code = fn()
-        sys.stdout.flush()
-        return EXIT_OK if code is None else int(code)
-    except ConfigError as e:
-        report_error(str(e))
-        return EXIT_BAD_INPUT
-    except ServiceError as e:
-        report_error(str(e))
-        return EXIT_SERVICE
-    except KeyboardInterrupt:
-        sys.stderr.write("\ninterrupted\n")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `... | head`: stdout went away; end quietly
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except OSError:  # pragma: no cover
-            pass
-        return 1
-    except UnicodeDecodeError as e:
-        report_error(f"a file is not UTF-8 text (byte {e.start}): {e.reason}")
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        report_error(_os_error_text(e))
-        return EXIT_BAD_INPUT
 
 
 # --------------------------------------------------------------------------- the parser

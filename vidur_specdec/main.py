@@ -38,8 +38,9 @@ from typing import Callable, List, Optional
 
 import yaml
 
-from vidur_specdec import cli
-from vidur_specdec.config import ConfigError, load
+from vidur_specdec import cli, console
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.resolve import load
 
 FLOAT_FORMAT = "%.6f"
 RUN_FILES = ("requests.csv", "steps.csv", "summary.json", "config.yaml")
@@ -209,10 +210,10 @@ def write_result(result, out_dir: Path, overwrite: bool = True) -> Path:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``python -m vidur_specdec run``."""
-    cli.add_config(p)
-    cli.add_set(p)
-    cli.add_output_dir(p, help="output folder (default: a fresh runs/<timestamp>); must be new or empty")
-    cli.add_overwrite(p, help="replace the run already in --output-dir")
+    console.add_config(p)
+    console.add_set(p)
+    console.add_output_dir(p, help="output folder (default: a fresh runs/<timestamp>); must be new or empty")
+    console.add_overwrite(p, help="replace the run already in --output-dir")
 
 
 def _is_sweep_file(path: str) -> bool:
@@ -226,13 +227,13 @@ def run(args: argparse.Namespace) -> int:
     """Simulate one run config; every check (config, profiles, memory, output folder) comes first."""
     if _is_sweep_file(args.config):
         raise ConfigError(f"--config: {args.config} is a sweep file (a top-level sweep:, grid: or rows: key); "
-                          f"run it with `{cli.PROG} sweep --config {args.config}`")
+                          f"run it with `{console.PROG} sweep --config {args.config}`")
     return _run_one(args)
 
 
 def _run_one(args: argparse.Namespace) -> int:
     cfg = load(args.config, args.overrides)
-    from vidur_specdec.simulation import prepare, run_prepared
+    from vidur_specdec.engine.simulation import prepare, run_prepared
 
     prepared = prepare(cfg)
     for w in prepared.warnings:  # values that run but are probably wrong (also in summary.json)
@@ -247,7 +248,7 @@ def _run_one(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         folder.discard()
         print("\ninterrupted: nothing was written", file=sys.stderr)
-        return cli.EXIT_INTERRUPTED
+        return console.EXIT_INTERRUPTED
     finally:
         folder.discard()
     s = result.summary
@@ -257,7 +258,7 @@ def _run_one(args: argparse.Namespace) -> int:
           f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; "
           f"simulated in {wall:.1f} s)")
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
-    from vidur_specdec.metrics import flip_warning
+    from vidur_specdec.engine.metrics import flip_warning
 
     flips = flip_warning(s)
     if flips:  # k flipping at a schedule boundary (vLLM issue #49548)
@@ -270,17 +271,17 @@ def _run_one(args: argparse.Namespace) -> int:
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """The classic parser: a run's options plus the sweep options (used when ``--config`` is a sweep)."""
-    ap = cli.Parser(
+    ap = console.Parser(
         prog="python -m vidur_specdec.main",
         description="Simulate speculative decoding on Vidur (a run config) or run a sweep file; "
-                    f"`{cli.PROG} --help` lists every command.",
+                    f"`{console.PROG} --help` lists every command.",
     )
-    cli.add_config(ap, help="run config or sweep YAML (see configs/default.yaml, sweeps/)")
-    cli.add_set(ap)
-    cli.add_output_dir(ap, help="output folder (default: runs/<timestamp> for a run, runs/<sweep name> for a sweep)")
-    cli.add_overwrite(ap, help="run: replace the run in --output-dir; sweep: discard its journal and CSV")
-    cli.add_jobs(ap, help="sweep: parallel rows (default: all cores)")
-    cli.add_executor(ap)
+    console.add_config(ap, help="run config or sweep YAML (see configs/default.yaml, sweeps/)")
+    console.add_set(ap)
+    console.add_output_dir(ap, help="output folder (default: runs/<timestamp> for a run, runs/<sweep name> for a sweep)")
+    console.add_overwrite(ap, help="run: replace the run in --output-dir; sweep: discard its journal and CSV")
+    console.add_jobs(ap, help="sweep: parallel rows (default: all cores)")
+    console.add_executor(ap)
     return ap.parse_args(argv)
 
 
@@ -297,7 +298,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if argv and argv[0] in ("report", "tune"):  # python -m vidur_specdec.main report|tune ... (docs/tune.md)
         return cli.main(argv)
     args = parse_args(argv)
-    return cli.guarded(lambda: _classic(args))
+    return console.guarded(lambda: _classic(args))
 
 
 def _entry() -> None:

@@ -8,9 +8,10 @@ from typing import List, Optional
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from vidur_specdec import cli
+    from vidur_specdec import console
+    from vidur_specdec.profiles import cli
 
-    return cli.main(["profiles", *(sys.argv[1:] if argv is None else argv)])
+    return console.run_subcommand("profiles", cli, argv)
 
 
 if __name__ == "__main__":

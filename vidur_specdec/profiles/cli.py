@@ -10,7 +10,7 @@ import argparse
 
 from vidur_specdec.config import ConfigError
 
-from . import (
+from vidur_specdec.costs.profiles import (
     DEVICES,
     ProfileError,
     build_shipped,
@@ -22,7 +22,7 @@ from . import (
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Sub-subcommands of ``python -m vidur_specdec profiles``."""
-    from vidur_specdec.cli import Parser
+    from vidur_specdec.console import Parser
 
     ap.description = "Analytical operator profiles in Vidur's CSV schema (times in ms per layer)."
     sub = ap.add_subparsers(dest="profiles_command", required=True, metavar="COMMAND", parser_class=Parser)
@@ -49,13 +49,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     k.add_argument("--shared", default=None,
                    help="measured profiles root (default: ../shared/vidur-profiles beside the checkout)")
     k.add_argument("--write", action="store_true",
-                   help="fit on Llama-2-7B and rewrite the calibrated block of vidur_specdec/profiles/params.py")
+                   help="fit on Llama-2-7B and rewrite the calibrated block of vidur_specdec/costs/profiles/params.py")
     k.add_argument("--per-op", action="store_true", help="also print one row per op inside each group")
 
 
 def _check_device(name: str):
-    """A built-in device name or a YAML file of device figures (:func:`vidur_specdec.devices.get_device`)."""
-    from ..devices import DeviceError, get_device
+    """A built-in device name or a YAML file of device figures (:func:`vidur_specdec.hardware.devices.get_device`)."""
+    from vidur_specdec.hardware.devices import DeviceError, get_device
 
     try:
         return get_device(name)
@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace) -> None:
         print(f"# {spec.name} on {args.device}, tp={args.tp}, vs {args.measured}")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     elif args.profiles_command == "calibrate":
-        from .calibrate import run
+        from vidur_specdec.costs.profiles.calibrate import run
 
         print(run(args.shared, write=args.write, per_op=args.per_op))
 

@@ -14,19 +14,19 @@ from vidur_specdec.sweep.runner import run_sweep
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Options of ``python -m vidur_specdec sweep`` (shared definitions from :mod:`vidur_specdec.cli`)."""
-    from vidur_specdec import cli
+    from vidur_specdec import console
 
-    cli.add_config(ap, help="sweep YAML (see sweeps/ and docs/sweep.md)")
-    cli.add_set(ap)
-    cli.add_output_dir(ap, help="output folder (default: runs/<sweep name>)")
-    cli.add_overwrite(ap, help="discard the output folder's journal and CSV for this sweep and rerun every row")
-    cli.add_jobs(ap, help="parallel rows (default: all cores)")
-    cli.add_executor(ap)
+    console.add_config(ap, help="sweep YAML (see sweeps/ and docs/sweep.md)")
+    console.add_set(ap)
+    console.add_output_dir(ap, help="output folder (default: runs/<sweep name>)")
+    console.add_overwrite(ap, help="discard the output folder's journal and CSV for this sweep and rerun every row")
+    console.add_jobs(ap, help="parallel rows (default: all cores)")
+    console.add_executor(ap)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a sweep; bad input raises for the CLI's one error path, Ctrl-C keeps the finished rows (130)."""
-    from vidur_specdec.cli import EXIT_INTERRUPTED
+    from vidur_specdec.console import EXIT_INTERRUPTED
 
     from vidur_specdec.config import ConfigError, read_yaml
     from vidur_specdec.sweep.definition import is_sweep
@@ -56,13 +56,13 @@ def run(args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     """Run a sweep from parsed arguments (``vidur_specdec.main``'s classic form); returns the exit status."""
-    from vidur_specdec.cli import guarded
+    from vidur_specdec.console import guarded
 
     return guarded(lambda: run(args))
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
-    from vidur_specdec.cli import Parser
+    from vidur_specdec.console import Parser
 
     ap = Parser(prog="python -m vidur_specdec sweep")
     add_arguments(ap)

@@ -15,12 +15,12 @@ from vidur_specdec.config import (
     RunConfig,
     SpeculativeConfig,
     apply_overrides,
-    from_dict,
     read_yaml,
     resolve_path,
     resolve_paths,
     set_dotted,
 )
+from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import _canon, _sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS
 

@@ -22,8 +22,8 @@ def _sha(text: Union[str, bytes], n: int = 16) -> str:
 
 # Package code that cannot change a row's numbers: the command line, the pages, the sweep and tune
 # engines and the validation harness ("dir/" is a whole subpackage) ...
-_NOT_MODEL_CODE = ("cli.py", "main.py", "__main__.py", "report.py", "report_assets.py", "sweep/", "tune/",
-                   "validate/", "profiles/cli.py", "profiles/__main__.py", "profiles/calibrate.py")
+_NOT_MODEL_CODE = ("cli.py", "console.py", "main.py", "__main__.py", "report/", "sweep/", "tune/",
+                   "validate/", "profiles/", "costs/profiles/calibrate.py")
 # ... except the code that turns a simulation into the row's recorded metrics (a change there must
 # not mix old and new rows).
 ROW_CODE = ("sweep/worker.py",)
@@ -66,7 +66,7 @@ def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
 
     Digests are cached per path, size and mtime in this process; ``fresh`` re-reads the files.
     """
-    from vidur_specdec.deployment import profile_files
-    from vidur_specdec.predictor import file_digest
+    from vidur_specdec.engine.deployment import profile_files
+    from vidur_specdec.engine.predictor import file_digest
 
     return {name: file_digest(f, fresh)[:16] for name, f in profile_files(cfg).items()}

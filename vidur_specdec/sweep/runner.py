@@ -83,7 +83,7 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
         key = _canon([r.config.profiles, r.config.device, r.config.model, r.config.speculative.method,
                       r.config.speculative.draft_model, r.config.speculative.draft_profiles])
         try:
-            from vidur_specdec.simulation import prepare
+            from vidur_specdec.engine.simulation import prepare
 
             prepare(r.config)
         except ConfigError as e:

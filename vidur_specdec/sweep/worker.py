@@ -6,7 +6,7 @@ import math
 import time
 from typing import Dict, Mapping, Optional, Sequence
 
-from vidur_specdec.config import from_dict
+from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import code_digest, profile_digests
 
 # Measured per row (floats, ms / tokens per s / tokens), in this order.
@@ -68,7 +68,7 @@ def row_metrics(result) -> Dict[str, float]:
 
 def run_row(config_dict: Dict) -> Dict:
     """Run one sweep row (in a worker): ``{"metrics", "wall_s", "code", "profiles"}``."""
-    from vidur_specdec.simulation import simulate
+    from vidur_specdec.engine.simulation import simulate
 
     t0 = time.perf_counter()
     result = simulate(config_dict)
@@ -79,7 +79,7 @@ def run_row(config_dict: Dict) -> Dict:
 
 def _warm(config_dicts: Sequence[Dict]) -> None:
     """Fit (and cache, in this process) the predictors the rows need; check each row prepares."""
-    from vidur_specdec.simulation import prepare
+    from vidur_specdec.engine.simulation import prepare
 
     for d in config_dicts:
         prepare(from_dict(d))

@@ -2,7 +2,7 @@
 
 For each batch size b (1 .. ``scheduler.batch_size_cap``) and each k (0 ..
 k_max) a decode step of b requests with k guesses each is priced by the
-simulator's own predictor (:class:`~vidur_specdec.predictor.SpecDecExecutionTimePredictor`:
+simulator's own predictor (:class:`~vidur_specdec.engine.predictor.SpecDecExecutionTimePredictor`:
 target forward, verify attention policy, proposer), so any change to the step
 cost flows in. Its value is the expected tokens advanced per ms of step,
 
@@ -42,9 +42,9 @@ def step_pricer(cfg: RunConfig):
     """``price(b, k, ctx) -> ms`` of a decode step of b requests with k guesses each at context ``ctx`` tokens."""
     from vidur.entities import Batch
 
-    from vidur_specdec.predictor import SpecDecExecutionTimePredictor
-    from vidur_specdec.request import SpecRequest
-    from vidur_specdec.simulation import prepare, vidur_config
+    from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
+    from vidur_specdec.engine.request import SpecRequest
+    from vidur_specdec.engine.simulation import prepare, vidur_config
 
     p = prepare(cfg)
     cluster = vidur_config(p, p.scheduler, SpecRequest).cluster_config
@@ -60,7 +60,7 @@ def step_pricer(cfg: RunConfig):
 
 def expected_advanced(cfg: RunConfig, k_max: int) -> List[float]:
     """Tokens advanced per decode step with k = 0..k_max guesses: 1 + E[min(A, k)], A at k_max."""
-    from vidur_specdec import acceptance
+    from vidur_specdec.speculation import acceptance
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     spec = build_config(cfg, setting_overrides(cfg, Setting(k_max))).speculative

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from vidur_specdec.config import MAX_K, ConfigError, load
+from vidur_specdec.config import MAX_K, ConfigError
+from vidur_specdec.engine.resolve import load
 
 # Default SLOs: MLPerf Inference v5.0's interactive Llama-2-70B scenario (TTFT p99 <= 450 ms,
 # TPOT p99 <= 40 ms), the published interactive serving target closest to this project's models.
@@ -27,14 +28,14 @@ CHECK_MARGIN = 0.03  # the schedule must be within 3 % of the best static k and 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Add the tune options to ``ap`` (shared definitions from :mod:`vidur_specdec.cli`)."""
-    from vidur_specdec import cli
+    from vidur_specdec import console
 
-    cli.add_config(ap, help="run config YAML (see configs/default.yaml)")
-    cli.add_output_dir(ap, required=True)
-    cli.add_set(ap)
-    cli.add_jobs(ap)
-    cli.add_executor(ap)
-    cli.add_overwrite(ap, help="discard the folder's tune journal and start over")
+    console.add_config(ap, help="run config YAML (see configs/default.yaml)")
+    console.add_output_dir(ap, required=True)
+    console.add_set(ap)
+    console.add_jobs(ap)
+    console.add_executor(ap)
+    console.add_overwrite(ap, help="discard the folder's tune journal and start over")
     ap.add_argument("--k-max", type=int, default=None,
                     help="largest static k searched (default: the config's num_speculative_tokens)")
     ap.add_argument("--objective", choices=("tpot", "throughput", "goodput"), default="tpot",
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if jobs < 1:
             raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
         check_executor(args.executor, args.address)
-        from vidur_specdec.simulation import prepare
+        from vidur_specdec.engine.simulation import prepare
         from vidur_specdec.tune.choose import choose_schedule
         from vidur_specdec.tune.points import Evaluator, Setting, build_config, setting_overrides
         from vidur_specdec.tune.search import OBJECTIVES, Tuner
@@ -153,9 +154,9 @@ def _report(res, axis, ev) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m vidur_specdec.tune.cli ...``: the same as ``python -m vidur_specdec tune ...``."""
-    from vidur_specdec import cli
+    from vidur_specdec import console
 
-    return cli.main(["tune", *(sys.argv[1:] if argv is None else argv)])
+    return console.run_subcommand("tune", sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

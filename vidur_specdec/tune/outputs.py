@@ -40,7 +40,7 @@ def _r(x: Optional[float], nd: int = 6) -> Optional[float]:
 
 def vllm_speculative_config(base: RunConfig, sched: Setting) -> Dict[str, Any]:
     """A drop-in vLLM ``speculative_config`` for the tuned schedule (method, model, k, schedule)."""
-    from vidur_specdec.proposers import weights_name
+    from vidur_specdec.speculation.proposers import weights_name
 
     s = base.speculative
     return {

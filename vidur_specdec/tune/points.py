@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, from_dict
+from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig
+from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.definition import SweepRow, identity
 from vidur_specdec.sweep.digest import _canon, _sha, code_digest, profile_digests
 from vidur_specdec.sweep.executors import _run_local, _run_ray
@@ -145,7 +146,7 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     A request meets the SLOs when its TTFT <= ``slo_ttft_ms`` and its TPOT <=
     ``slo_tpot_ms`` (a one-token request has no TPOT and meets that part).
     """
-    from vidur_specdec.simulation import simulate
+    from vidur_specdec.engine.simulation import simulate
 
     t0 = time.perf_counter()
     result = simulate(config_dict)

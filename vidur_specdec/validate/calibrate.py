@@ -29,7 +29,8 @@ from typing import Dict, List, Optional, Union
 
 import yaml
 
-from vidur_specdec.config import MAX_K, load
+from vidur_specdec.config import MAX_K
+from vidur_specdec.engine.resolve import load
 from vidur_specdec.validate.common import ValidateError, write_json, write_text
 from vidur_specdec.validate.counters import Snapshot, cache_info, spec_counters
 
@@ -45,8 +46,8 @@ def mean_acceptance_length(alpha: float, k: int) -> float:
 
 def alpha_from_mean_acceptance_length(mal: float, k: int, tol: float = 1e-12) -> float:
     """Invert :func:`mean_acceptance_length` for α in [0, 1] (clamped at the ends); see
-    :func:`vidur_specdec.acceptance.alpha_from_mean_length`, which the simulator uses too."""
-    from vidur_specdec.acceptance import alpha_from_mean_length
+    :func:`vidur_specdec.speculation.acceptance.alpha_from_mean_length`, which the simulator uses too."""
+    from vidur_specdec.speculation.acceptance import alpha_from_mean_length
 
     if k < 1:
         raise ValueError("k must be >= 1")

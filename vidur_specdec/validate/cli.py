@@ -21,10 +21,10 @@ PROG = "python -m vidur_specdec.validate"
 
 
 def _add_config(p, required=True) -> None:
-    from vidur_specdec import cli
+    from vidur_specdec import console
 
-    cli.add_config(p, required=required, help="simulator run config (YAML)")
-    cli.add_set(p)
+    console.add_config(p, required=required, help="simulator run config (YAML)")
+    console.add_set(p)
 
 
 def _add_workload(p) -> None:
@@ -51,7 +51,7 @@ def _add_compare(p) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m vidur_specdec.validate`` (the same options as ``... vidur_specdec validate``)."""
-    from vidur_specdec.cli import Parser
+    from vidur_specdec.console import Parser
 
     ap = Parser(prog=PROG)
     add_arguments(ap)
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Sub-subcommands of ``python -m vidur_specdec validate``."""
-    from vidur_specdec.cli import Parser
+    from vidur_specdec.console import Parser
 
     ap.description = ("Replay a workload against a vLLM server, calibrate the simulator from its counters, "
                       "simulate the same requests and compare; read engine step logs.")
@@ -141,7 +141,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def _load_cfg(args):
-    from vidur_specdec.config import load
+    from vidur_specdec.engine.resolve import load
 
     return load(args.config, args.overrides)
 
@@ -248,7 +248,7 @@ def _provisional_check(config, overrides, trace_path: Path, before) -> None:
     cal = Calibration(0.5 if k else None, None, [0.5] * k, cache["num_gpu_blocks"], cache["block_size"], k,
                       0, 0, 0, [], None, None, [])
     cfg = matched_config(config, trace_path, cal, "per_position", overrides)
-    from vidur_specdec.simulation import prepare
+    from vidur_specdec.engine.simulation import prepare
 
     prepare(cfg)  # raises ConfigError naming the key (lengths vs max_model_len, KV blocks)
 
@@ -443,7 +443,7 @@ def cmd_fake_server(args) -> int:
     faults = {**{r: "fail" for r in args.fail}, **{r: "abort" for r in args.abort}, **{r: "hang" for r in args.hang}}
     step_fn = None
     if args.cost_config:
-        from vidur_specdec.config import load
+        from vidur_specdec.engine.resolve import load
         from vidur_specdec.validate.cost import CostModel
 
         cm = CostModel.from_config(load(args.cost_config))
@@ -488,6 +488,6 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m vidur_specdec.validate ...`` = ``python -m vidur_specdec validate ...``."""
-    from vidur_specdec import cli
+    from vidur_specdec import console
 
-    return cli.main(["validate", *(sys.argv[1:] if argv is None else argv)])
+    return console.run_subcommand("validate", sys.modules[__name__], argv)

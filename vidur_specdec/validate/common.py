@@ -29,7 +29,7 @@ class ValidateError(ConfigError):
 
 
 # The server under validation failed (unreachable, or too few requests answered): exit status 3.
-from vidur_specdec.cli import ServiceError  # noqa: E402,F401  (re-exported for the harness)
+from vidur_specdec.console import ServiceError  # noqa: E402,F401  (re-exported for the harness)
 
 MIN_MEASURED_SHARE = 0.9  # a replay that measured fewer requests than this is a failed measurement
 
@@ -137,6 +137,6 @@ def write_csv(path: Union[str, Path], df: pd.DataFrame) -> Path:
 
 def read_table_file(path: Union[str, Path], what: str = "--input") -> pd.DataFrame:
     """Read a CSV, JSONL or (with pyarrow) Parquet file; an error names ``what`` (one line)."""
-    from vidur_specdec.workload import read_table
+    from vidur_specdec.engine.workload import read_table
 
     return read_table(path, what)

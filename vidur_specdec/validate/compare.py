@@ -22,7 +22,8 @@ from typing import Dict, List, Mapping, Optional, Union
 import numpy as np
 import pandas as pd
 
-from vidur_specdec.config import RunConfig, apply_overrides, load, read_yaml
+from vidur_specdec.config import RunConfig, apply_overrides, read_yaml
+from vidur_specdec.engine.resolve import load
 from vidur_specdec.validate.calibrate import Calibration, fragment, merge
 
 METRICS = ("ttft", "tpot", "e2e")
@@ -45,7 +46,7 @@ def matched_config(config: Union[str, Path, Mapping, None], trace_path: Union[st
 
 def simulate_matched(cfg: RunConfig, trace: pd.DataFrame):
     """Run the simulation; its ``requests`` get the trace's ``request_id`` values (same row order)."""
-    from vidur_specdec.simulation import prepare, run_prepared
+    from vidur_specdec.engine.simulation import prepare, run_prepared
 
     res = run_prepared(prepare(cfg))
     sim = res.requests.copy()

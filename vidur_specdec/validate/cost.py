@@ -7,7 +7,7 @@ configured ``speculative.verify_attention`` policy, and prefill attention per
 chunk; times the target's layer count; plus the configured proposer's time.
 For a composition the simulator itself produced this equals its
 ``verify_ms`` and ``draft_ms``; :meth:`CostModel.step_ms` adds the LM head,
-sampling and engine overhead (:mod:`vidur_specdec.step_overheads`) to give
+sampling and engine overhead (:mod:`vidur_specdec.costs.step_overheads`) to give
 the whole step, its ``duration_ms``.
 
 A step log gives only sums, so :func:`split_sums` rebuilds a composition from
@@ -46,19 +46,22 @@ Composition = Tuple[List[int], List[int], List[Tuple[int, int]]]
 class CostModel:
     """Target operator times, its layer count, the verify-attention policy and the proposer."""
 
-    target: object  # vidur_specdec.predictor.OperatorTimeModel
+    target: object  # vidur_specdec.engine.predictor.OperatorTimeModel
     num_layers: int
-    verify: object  # vidur_specdec.verify_cost.VerifyCost
-    proposer: object  # vidur_specdec.proposers.Proposer
+    verify: object  # vidur_specdec.costs.verify_cost.VerifyCost
+    proposer: object  # vidur_specdec.speculation.proposers.Proposer
     model: str = ""
-    overheads: object = None  # vidur_specdec.step_overheads.StepOverheads: LM head, sampling, engine overhead
+    overheads: object = None  # vidur_specdec.costs.step_overheads.StepOverheads: LM head, sampling, engine overhead
 
     @classmethod
     def from_config(cls, cfg) -> "CostModel":
         """The cost model a simulation of ``cfg`` (a RunConfig) uses: same profiles, policy, proposer."""
-        from vidur_specdec import deployment, proposers, step_overheads, verify_cost
-        from vidur_specdec.collectives import all_reduce_model
-        from vidur_specdec.proposers.base import ProposerContext
+        from vidur_specdec.engine import deployment
+        from vidur_specdec.speculation import proposers
+        from vidur_specdec.costs import step_overheads
+        from vidur_specdec.costs import verify_cost
+        from vidur_specdec.hardware.collectives import all_reduce_model
+        from vidur_specdec.speculation.proposers.base import ProposerContext
 
         spec = cfg.speculative
         dep = deployment.resolve(cfg)
@@ -77,7 +80,7 @@ class CostModel:
         (context before the chunk, chunk tokens) per prefill chunk;
         ``num_tokens`` defaults to the sum of all of them.
         """
-        from vidur_specdec.predictor import StepComposition
+        from vidur_specdec.engine.predictor import StepComposition
 
         n = int(num_tokens if num_tokens is not None else sum(decode_q) + sum(c for _, c in prefill))
         m = self.target

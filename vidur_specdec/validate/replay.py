@@ -48,7 +48,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from vidur_specdec.metrics import REQUEST_COLUMNS
+from vidur_specdec.engine.metrics import REQUEST_COLUMNS
 from vidur_specdec.validate.common import ValidateError, base_url, raise_fd_limit
 
 MEASURED_EXTRA = ["status", "error", "chunks", "tokens_received", "sent_at_s", "scheduled_send_s", "lateness_ms",

@@ -39,7 +39,6 @@ What is derived (all per run key ``gpu, target, split, drafter, k, c, start``):
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -49,10 +48,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from vidur_specdec.speculation.steplog_tables import RUN_KEY, read_table_file, truth_values
 from vidur_specdec.validate.calibrate import alpha_from_mean_acceptance_length
 from vidur_specdec.validate.common import ValidateError
 
-KEY = ["gpu", "target", "split", "drafter", "k", "c", "start"]
+KEY = RUN_KEY
 TABLES = ("steps", "tokens", "requests", "runs", "outputs")
 HIST_LEN = 17
 SEND_COLUMNS = ("sent_at", "sent", "send_time", "t_send", "start_time")
@@ -90,16 +90,6 @@ def _key_from_path(rel: Sequence[str]) -> Dict[str, object]:
     return {}
 
 
-def _read_one(p: Path) -> pd.DataFrame:
-    if p.name.endswith(".parquet"):
-        if importlib.util.find_spec("pyarrow") is None:
-            raise ValidateError(f"--root: {p} is Parquet and pyarrow is not installed")
-        return pd.read_parquet(p)
-    if p.name.endswith(".jsonl"):
-        return pd.read_json(p, lines=True)
-    return pd.read_csv(p)
-
-
 def read_table(root, table: str, filters: Optional[Dict] = None) -> Optional[pd.DataFrame]:
     """All files of one table stacked (None when the table is absent), filtered on key columns."""
     root = Path(root).expanduser()
@@ -109,7 +99,7 @@ def read_table(root, table: str, filters: Optional[Dict] = None) -> Optional[pd.
     frames = []
     for p in _files(d):
         try:
-            df = _read_one(p)
+            df = read_table_file(p)
         except (ValueError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
             raise ValidateError(f"--root: cannot read {p}: {str(e).splitlines()[0] if str(e) else e}") from None
         missing = [c for c in KEY if c not in df]
@@ -152,12 +142,6 @@ def hist_matrix(col: pd.Series) -> np.ndarray:
         h = parse_list(v)[:HIST_LEN]
         out[i, :len(h)] = np.asarray(h, dtype=float).astype(np.int64)
     return out
-
-
-def _bool(col: pd.Series) -> pd.Series:
-    if col.dtype == bool:
-        return col
-    return col.map(lambda v: str(v).strip().lower() in ("true", "1", "1.0", "yes"))
 
 
 def _groups(df: pd.DataFrame):
@@ -225,7 +209,7 @@ def acceptance_from_tokens(tokens: pd.DataFrame, by_req: Optional[pd.DataFrame] 
                            ) -> Tuple[pd.DataFrame, pd.DataFrame]:
     """Per-position acceptance from ``tokens``, per category and over all. Returns (positions, summary)."""
     t = tokens.copy()
-    t["accepted"] = _bool(t["accepted"])
+    t["accepted"] = truth_values(t["accepted"])
     t["draft_pos"] = t["draft_pos"].astype(int)
     t["category"] = _categories(t, by_req)
     rows, summ = [], []

@@ -1,0 +1,233 @@
+"""Model architectures known to the simulator (Llama-family dimensions).
+
+One place for every model's shape: the profile builder, the memory model and
+the drafter all read it from here. ``model:`` (and ``speculative.draft_model``)
+in a run config is resolved by :func:`resolve_model`: a name in
+:data:`KNOWN_MODELS`, a Hugging Face ``config.json`` of a Llama-architecture
+model, or a YAML file of :class:`ModelSpec` fields.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Dict, Mapping, Union
+
+from vidur_specdec.config import ConfigError
+
+
+class ModelError(ConfigError):
+    """A bad model name or model file; the message is one line naming the cause."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Dimensions of a Llama-architecture decoder (gated SiLU MLP, RMSNorm, RoPE).
+
+    ``head_dim`` 0 means ``hidden_size // num_heads`` (set in ``__post_init__``);
+    ``tie_word_embeddings`` True means the LM head reuses the embedding matrix
+    (Llama-3.2-1B/3B), so its weights are stored once.
+    """
+
+    name: str
+    num_layers: int
+    hidden_size: int  # n_embd
+    num_heads: int  # query heads
+    num_kv_heads: int
+    ffn_size: int  # n_expanded_embd (intermediate size of the gated MLP)
+    vocab_size: int
+    max_model_len: int = 4096  # tokens
+    tie_word_embeddings: bool = False
+    head_dim: int = 0  # 0: hidden_size // num_heads
+
+    def __post_init__(self) -> None:
+        if not self.head_dim:
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
+
+    def params_per_layer(self, tp: int = 1) -> int:
+        """Weights of one decoder layer on one of ``tp`` GPUs (count, not bytes).
+
+        Same formula as Vidur's ``ParamCounter``: QKV + O projections and the
+        three gated-MLP matrices; norms are negligible and left out.
+        """
+        q_heads = self.num_heads // tp
+        kv_heads = -(-self.num_kv_heads // tp)
+        attn = self.hidden_size * self.head_dim * (q_heads + 2 * kv_heads)
+        attn += self.hidden_size * self.head_dim * q_heads
+        mlp = 3 * self.hidden_size * self.ffn_size // tp
+        return attn + mlp
+
+    def embedding_params(self, tp: int = 1) -> int:
+        """Embedding + LM-head weights on one of ``tp`` GPUs (vocabulary-parallel); once when tied."""
+        return (1 if self.tie_word_embeddings else 2) * self.vocab_size * self.hidden_size // tp
+
+    def kv_bytes_per_token(self, tp: int = 1, dtype_bytes: int = 2) -> int:
+        """KV-cache bytes one token occupies on one GPU, all layers (K and V)."""
+        kv_heads = -(-self.num_kv_heads // tp)
+        return 2 * dtype_bytes * self.head_dim * kv_heads * self.num_layers
+
+    def to_dict(self) -> Dict:
+        return asdict(self)
+
+
+def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
+    # Every Llama-3.1/3.2/3.3 config.json: 8 KV heads, 128,256-token vocabulary,
+    # max_position_embeddings 131072.
+    return ModelSpec(name, layers, hidden, heads, 8, ffn, 128256, 131072, tie_word_embeddings=tied)
+
+
+KNOWN_MODELS: Dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec("meta-llama/Llama-2-7b-hf", 32, 4096, 32, 32, 11008, 32000, 4096),
+        ModelSpec("meta-llama/Llama-2-13b-hf", 40, 5120, 40, 40, 13824, 32000, 4096),
+        ModelSpec("meta-llama/Llama-2-70b-hf", 80, 8192, 64, 8, 28672, 32000, 4096),
+        # Llama-3.x: dimensions from each repository's config.json on the Hugging Face Hub
+        # (num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, tie_word_embeddings).
+        _llama3("meta-llama/Llama-3.1-8B", 32, 4096, 32, 14336, False),
+        _llama3("meta-llama/Llama-3.1-8B-Instruct", 32, 4096, 32, 14336, False),
+        _llama3("meta-llama/Llama-3.1-70B", 80, 8192, 64, 28672, False),
+        _llama3("meta-llama/Llama-3.1-70B-Instruct", 80, 8192, 64, 28672, False),
+        _llama3("meta-llama/Llama-3.3-70B-Instruct", 80, 8192, 64, 28672, False),
+        _llama3("meta-llama/Llama-3.2-1B", 16, 2048, 32, 8192, True),
+        _llama3("meta-llama/Llama-3.2-1B-Instruct", 16, 2048, 32, 8192, True),
+        _llama3("meta-llama/Llama-3.2-3B", 28, 3072, 24, 8192, True),
+        _llama3("meta-llama/Llama-3.2-3B-Instruct", 28, 3072, 24, 8192, True),
+        # Small Llama-architecture drafters used with Llama-2 targets (SpecInfer).
+        ModelSpec("JackFram/llama-68m", 2, 768, 12, 12, 3072, 32000, 2048),
+        ModelSpec("JackFram/llama-160m", 12, 768, 12, 12, 3072, 32000, 2048),
+        ModelSpec("TinyLlama/TinyLlama-1.1B-Chat-v1.0", 22, 2048, 32, 4, 5632, 32000, 2048),
+    )
+}
+
+_INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_size", "vocab_size",
+               "max_model_len", "head_dim")
+
+
+def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
+    """Build a :class:`ModelSpec` from a mapping with the dataclass's field names.
+
+    Raises :class:`ModelError` (one line, starting with ``where``) on an unknown,
+    missing or non-positive field.
+    """
+    if not isinstance(d, Mapping):
+        raise ModelError(f"{where}: must be a mapping of ModelSpec fields")
+    names = [f.name for f in fields(ModelSpec)]
+    unknown = sorted(set(d) - set(names))
+    if unknown:
+        raise ModelError(f"{where}: unknown model field {unknown[0]!r}; allowed: {', '.join(names)}")
+    required = [f.name for f in fields(ModelSpec) if f.name not in ("max_model_len", "tie_word_embeddings",
+                                                                    "head_dim")]
+    for key in required:
+        if d.get(key) is None:
+            raise ModelError(f"{where}: missing model field {key!r} (needs {', '.join(required)})")
+    out = {"name": str(d["name"])}
+    for key in _INT_FIELDS:
+        if key not in d or d[key] is None:
+            continue
+        v = d[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if key == "head_dim" else 1):
+            raise ModelError(f"{where}: {key} must be a positive integer, got {v!r}")
+        out[key] = v
+    if "tie_word_embeddings" in d:
+        if not isinstance(d["tie_word_embeddings"], bool):
+            raise ModelError(f"{where}: tie_word_embeddings must be true/false, got {d['tie_word_embeddings']!r}")
+        out["tie_word_embeddings"] = d["tie_word_embeddings"]
+    spec = ModelSpec(**out)
+    _check_shape(spec, where)
+    return spec
+
+
+def _check_shape(spec: ModelSpec, where: str) -> None:
+    if spec.num_heads % spec.num_kv_heads:
+        raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
+    if spec.hidden_size % spec.num_heads:
+        # Vidur's ReplicaConfig asserts embedding_dim % num_q_heads == 0.
+        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}")
+
+
+# Hugging Face config.json keys -> ModelSpec fields (LlamaConfig's names).
+_HF_KEYS = {
+    "num_layers": "num_hidden_layers",
+    "hidden_size": "hidden_size",
+    "num_heads": "num_attention_heads",
+    "ffn_size": "intermediate_size",
+    "vocab_size": "vocab_size",
+    "max_model_len": "max_position_embeddings",
+}
+
+
+def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
+    """A :class:`ModelSpec` from a Hugging Face ``config.json`` of a Llama-architecture model.
+
+    Accepted when ``architectures`` holds ``LlamaForCausalLM`` or ``model_type``
+    is ``llama``; ``num_key_value_heads`` defaults to the query heads (LlamaConfig's
+    default), ``tie_word_embeddings`` to false, ``head_dim`` to hidden / heads.
+    """
+    if not isinstance(cfg, Mapping):
+        raise ModelError(f"{where}: a config.json must hold a JSON object")
+    archs = cfg.get("architectures") or []
+    if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
+        got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
+        raise ModelError(f"{where}: only Llama-architecture models are supported "
+                         f"(architectures LlamaForCausalLM or model_type llama), got {got}")
+    d = {"name": str(cfg.get("_name_or_path") or name)}
+    for field_name, key in _HF_KEYS.items():
+        if cfg.get(key) is None:
+            raise ModelError(f"{where}: config.json has no {key!r}")
+        d[field_name] = cfg[key]
+    d["num_kv_heads"] = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    d["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", False))
+    if cfg.get("head_dim"):
+        d["head_dim"] = cfg["head_dim"]
+    return model_from_dict(d, where)
+
+
+def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model") -> ModelSpec:
+    """The :class:`ModelSpec` that ``model:`` (or ``speculative.draft_model``) names.
+
+    ``value`` is a :data:`KNOWN_MODELS` name, the path of a Hugging Face
+    ``config.json`` (``.json``) or of a YAML file of ModelSpec fields
+    (``.yaml``/``.yml``), a mapping of ModelSpec fields, or a ModelSpec.
+    A relative path was already resolved against the config that named it
+    (:func:`vidur_specdec.config.paths.resolve_paths`). Raises :class:`ModelError` naming ``key``.
+    """
+    if isinstance(value, ModelSpec):
+        return value
+    if isinstance(value, Mapping):
+        return model_from_dict(value, key)
+    name = str(value)
+    if name in KNOWN_MODELS:
+        return KNOWN_MODELS[name]
+    path = Path(name).expanduser()
+    if not (name.endswith((".json", ".yaml", ".yml")) or path.is_file()):
+        raise ModelError(f"{key}: unknown model {name!r}; must be one of {', '.join(KNOWN_MODELS)}, "
+                         "or the path of a Hugging Face config.json or a YAML of ModelSpec fields")
+    if not path.is_file():
+        raise ModelError(f"{key}: file not found: {path}")
+    where = f"{key}: {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise ModelError(f"{where}: cannot read the file") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            raise ModelError(f"{where}: is not valid JSON") from None
+        return model_from_hf_config(data, path.parent.name or path.stem, where)
+    from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
+
+    data = parse_yaml_text(text, str(path), key)
+    if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
+        return model_from_hf_config(data, path.stem, where)
+    return model_from_dict(data or {}, where)
+
+
+def get_model(name: str) -> ModelSpec:
+    """Look up a known model by its Hugging Face name."""
+    try:
+        return KNOWN_MODELS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; known: {sorted(KNOWN_MODELS)}") from None

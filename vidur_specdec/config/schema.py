@@ -1,0 +1,249 @@
+"""Run configuration: the schema, its defaults and its own cross-field checks (:func:`read_config`).
+
+A run config is a YAML mapping whose shape is the dataclasses below. Every
+field carries its allowed range in its metadata, so one generic validator
+(:mod:`vidur_specdec.config.fields`) checks any config and names the offending
+key::
+
+    speculative.acceptance_rate: must be a number in [0, 1], got 1.5
+
+Reading files and ``--set`` overrides is :mod:`vidur_specdec.config.files`;
+relative paths, :mod:`vidur_specdec.config.paths`. Units: times in ms unless the name
+ends in ``_s``; lengths in tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from vidur_specdec.config.errors import ConfigError
+from vidur_specdec.config.fields import _build, _f
+from vidur_specdec.config.paths import resolve_paths
+from vidur_specdec.config.registry import choices
+from vidur_specdec.config.files import apply_overrides, read_yaml
+
+
+LENGTH_DISTS = ("fixed", "uniform", "lognormal")
+TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes the simulator models (one 8-GPU node)
+MAX_K = 64  # guesses per request per step (a token tree's node count)
+DEFAULT_ALL_REDUCE = "vllm_custom"  # engine.all_reduce default: vLLM's custom all-reduce (hardware.collectives checks it is registered)
+
+
+@dataclass
+class LengthDist:
+    """A seeded token-length distribution.
+
+    ``fixed`` uses ``value``; ``uniform`` draws integers in [min, max];
+    ``lognormal`` (heavier tail) draws exp(N(ln median, sigma)) clipped to [min, max].
+    """
+
+    dist: str = _f("fixed", choices=LENGTH_DISTS)
+    value: int = _f(256, lo=1, hi=1_000_000)
+    min: int = _f(1, lo=1, hi=1_000_000)
+    max: int = _f(4096, lo=1, hi=1_000_000)
+    median: float = _f(256.0, lo=1.0, hi=1_000_000.0)
+    sigma: float = _f(1.0, lo=0.0, hi=5.0)
+
+    def bounds(self) -> tuple:
+        """Smallest and largest length this distribution can produce (tokens)."""
+        if self.dist == "fixed":
+            return self.value, self.value
+        return self.min, self.max
+
+
+@dataclass
+class WorkloadConfig:
+    num_requests: int = _f(300, lo=1, hi=10_000_000)
+    arrival: str = _f("poisson", choices=("poisson", "static", "trace", "closed"),
+                      doc="poisson: exponential gaps at qps; static: all at t=0; trace: trace_file; "
+                          "closed: keep `concurrency` requests in flight")
+    qps: float = _f(1.0, lo=1e-6, hi=1e6, doc="requests per second (poisson; ignored otherwise)")
+    concurrency: Optional[int] = _f(None, lo=1, hi=10_000_000,
+                                    doc="requests kept in flight (closed), as vllm bench serve --max-concurrency")
+    trace_file: Optional[str] = _f(None, doc="CSV/JSONL/Parquet trace: this project's, Vidur's or Azure's columns")
+    prompt_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=512, sigma=0.7, min=16, max=2048))
+    output_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=192, sigma=0.7, min=8, max=1024))
+
+
+@dataclass
+class SchedulerConfig:
+    """Sarathi replica scheduler (pipeline parallel 1, tensor parallel 1)."""
+
+    chunk_size: int = _f(512, lo=1, hi=1_000_000, doc="token budget per step (prefill chunks + verify tokens)")
+    batch_size_cap: int = _f(128, lo=1, hi=100_000)
+    block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block")
+    num_blocks: Optional[int] = _f(None, lo=1, hi=100_000_000, doc="target KV blocks; null = from GPU memory")
+    watermark_blocks_fraction: float = _f(0.01, lo=0.0, hi=0.5)
+    memory_margin_fraction: float = _f(0.1, lo=0.0, hi=0.9, doc="GPU memory kept free (activations, runtime)")
+
+
+@dataclass
+class ParallelConfig:
+    """How one deployment is spread over GPUs (vLLM's names)."""
+
+    # --- tensor parallelism ---
+    tensor_parallel_size: int = _f(1, choices=TP_SIZES,
+                                   doc="GPUs per replica; must split the model's query heads evenly")
+
+    # --- replicas ---
+    num_replicas: int = _f(1, lo=1, hi=1024, doc="identical replicas behind one global scheduler")
+    global_scheduler: str = _f("round_robin", choices=("round_robin", "lor"),
+                               doc="Vidur's global scheduler: round_robin or lor (least outstanding requests)")
+
+
+
+
+@dataclass
+class SpeculativeConfig:
+    method: str = _f("ngram", choices=choices("speculative.method"))
+    num_speculative_tokens: int = _f(4, lo=0, hi=MAX_K, doc="k, guesses per decode step (a tree: its node count)")
+    model: Optional[str] = _f(None, doc="eagle/eagle3/mtp/medusa head: a known Hugging Face name or a YAML file")
+    draft_vocab_size: Optional[int] = _f(None, lo=1, hi=10_000_000,
+                                         doc="EAGLE-3 LM-head vocabulary; null = the head's (32000)")
+    speculative_token_tree: Optional[Any] = _f(None, doc="vLLM token tree: list of paths of child indices")
+    acceptance_rate: Optional[float] = _f(0.7, lo=0.0, hi=1.0, doc="alpha, i.i.d. per guess")
+    mean_acceptance_length: Optional[float] = _f(None, lo=1.0, hi=MAX_K + 1.0,
+                                                 doc="vLLM's tokens per decode step incl. the bonus token, at k")
+    acceptance_spread: Optional[float] = _f(None, lo=0.0, hi=0.5,
+                                            doc="std of each request's own alpha (Beta around the mean)")
+    acceptance_trace: Optional[str] = _f(None, doc="JSON-lines file: prompt_tokens, output_tokens, accept_run")
+    acceptance_per_position: Optional[List[float]] = _f(None, lo=0.0, hi=1.0,
+                                                        doc="conditional rates alpha_1..alpha_k")
+    acceptance_histogram: Optional[List[float]] = _f(None, lo=0.0, hi=1.0,
+                                                     doc="P(accepted = 0..k) at full k")
+    verify_attention: str = _f("shared_kv", choices=choices("speculative.verify_attention"))
+    verify_interpolation_weight: float = _f(0.5, lo=0.0, hi=1.0,
+                                            doc="lambda: interpolated = lambda*per_token + (1-lambda)*shared_kv")
+    ngram_cost_ms: float = _f(0.1, lo=0.0, hi=1e4, doc="CPU n-gram lookup, ms per step that proposes")
+    fixed_cost_ms: float = _f(0.5, lo=0.0, hi=1e4, doc="ms per proposal round (one guess per request)")
+    draft_model: str = _f("JackFram/llama-160m",
+                          doc="known model name, Hugging Face config.json or YAML of ModelSpec fields")
+    draft_tensor_parallel_size: Optional[int] = _f(None, choices=TP_SIZES,
+                                                   doc="drafter's TP: null = target's; else 1 or the target's (vLLM)")
+    draft_profiles: Optional[str] = _f(None, doc="profile root for the drafter; null = same as profiles")
+    num_speculative_tokens_per_batch_size: Any = _f(
+        None, doc='vLLM\'s per-batch-size k schedule: {"1-16": 3, "17-64": 2} or [[1, 16, 3], [17, 64, 2]]; '
+                  "null = k fixed (vidur_specdec/speculation/schedule.py)")
+
+    def acceptance_input(self) -> Optional[str]:
+        """The acceptance input used: the most specific one given
+        (trace > histogram > per_position > mean_acceptance_length > rate)."""
+        for name in ("acceptance_trace", "acceptance_histogram", "acceptance_per_position",
+                     "mean_acceptance_length", "acceptance_rate"):
+            if getattr(self, name) is not None:
+                return name
+        return None
+
+    @property
+    def enabled(self) -> bool:
+        """True when verify steps carry guesses (method set and k > 0)."""
+        return self.method != "none" and self.num_speculative_tokens > 0
+
+
+@dataclass
+class PredictorConfig:
+    """Fitted operator-time models are cached on disk by the content hash of their profile."""
+
+    cache_dir: Optional[str] = _f(None, doc="cache folder; null = per-user (~/.cache/vidur_specdec)")
+
+
+@dataclass
+class EngineConfig:
+    """What a step costs beyond the decoder layers (vLLM V1 engine defaults; sources in docs/model.md)."""
+
+    step_overhead_ms: float = _f(0.5, lo=0.0, hi=1e4,
+                                 doc="engine CPU work per step on the critical path: schedule, prepare inputs, launch")
+    overhead_ms_per_request: float = _f(0.005, lo=0.0, hi=1e3, doc="extra engine CPU work per request in the step")
+    sampling_ms: float = _f(0.25, lo=0.0, hi=1e4, doc="sampler / rejection sampler, fixed per step that samples")
+    sampling_logit_passes: float = _f(10.0, lo=0.0, hi=1e3,
+                                      doc="passes over the fp32 logits (rows x vocab x 4 B) at HBM bandwidth")
+    lm_head: bool = _f(True, doc="price the LM head on every row that needs logits (false: layers only, as Vidur)")
+    all_reduce: str = _f(DEFAULT_ALL_REDUCE, choices=choices("engine.all_reduce"),
+                         doc="tensor-parallel all-reduce: vLLM's custom all-reduce with NCCL fallback, or NCCL only")
+
+
+@dataclass
+class RunConfig:
+    seed: int = _f(0, lo=0, hi=2**32 - 1)
+    model: str = _f("meta-llama/Llama-2-7b-hf",
+                    doc="known model name, Hugging Face config.json or YAML of ModelSpec fields")
+    device: str = _f("a100", doc="a100, h100, h200 or a YAML file of device figures")
+    profiles: str = _f("shipped", doc="'shipped' or a directory in Vidur's profile layout")
+    workload: WorkloadConfig = _f(WorkloadConfig())
+    scheduler: SchedulerConfig = _f(SchedulerConfig())
+    parallel: ParallelConfig = _f(ParallelConfig())
+    speculative: SpeculativeConfig = _f(SpeculativeConfig())
+    predictor: PredictorConfig = _f(PredictorConfig())
+    engine: EngineConfig = _f(EngineConfig())
+
+    # The folder relative paths were resolved against (set by load(); not a config key).
+    base_dir: typing.ClassVar[Optional[Path]] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _check_cross_fields(cfg: RunConfig) -> None:
+    """Constraints between fields of the schema itself; each error names the key to change.
+
+    Checks that need a model, a device or the speculation code (max_model_len,
+    tensor-parallel splits, trees, schedules, acceptance inputs) run when the
+    config is resolved (:mod:`vidur_specdec.engine.resolve`).
+    """
+    w = cfg.workload
+    for name in ("prompt_tokens", "output_tokens"):
+        d: LengthDist = getattr(w, name)
+        if d.dist != "fixed" and d.min > d.max:
+            raise ConfigError(f"workload.{name}.min: must be <= workload.{name}.max ({d.max}), got {d.min}")
+    if w.output_tokens.bounds()[0] < 1:
+        raise ConfigError("workload.output_tokens: must produce at least 1 token")
+    if w.arrival == "trace" and not w.trace_file:
+        raise ConfigError("workload.trace_file: required when workload.arrival is trace")
+    if w.arrival == "closed" and w.concurrency is None:
+        raise ConfigError("workload.concurrency: required when workload.arrival is closed; "
+                          "allowed: an integer >= 1 (requests kept in flight)")
+
+
+def build_config(data: Optional[Mapping]) -> RunConfig:
+    """Validate a (possibly partial) mapping against the schema and return a full :class:`RunConfig`.
+
+    Missing keys take their defaults. Raises :class:`ConfigError` with one line
+    naming the first bad key and what is allowed. Schema only: use
+    :func:`vidur_specdec.load` for a config that is also resolved and checked
+    across layers.
+    """
+    cfg = _build(RunConfig, data or {}, "")
+    _check_cross_fields(cfg)
+    return cfg
+
+
+def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[str, Sequence[str], None] = None,
+                base_dir: Union[str, Path, None] = None) -> RunConfig:
+    """Read a config from a path, a mapping or a :class:`RunConfig`, apply ``overrides``, check the schema.
+
+    Relative paths in a file (``profiles``, ``workload.trace_file``, ... see
+    :data:`~vidur_specdec.config.paths.PATH_KEYS`) resolve against that file's folder; in a mapping, against
+    ``base_dir`` (default: the working directory, i.e. left as written).
+    Overrides (``--set``) come from the command line and stay relative to the
+    working directory. The result's ``base_dir`` attribute is that folder
+    (None for the working directory).
+    """
+    if isinstance(source, RunConfig):
+        data = source.to_dict()
+        base_dir = base_dir if base_dir is not None else getattr(source, "base_dir", None)
+    elif isinstance(source, (str, Path)):
+        data = read_yaml(source)
+        base_dir = Path(source).resolve().parent
+    else:
+        if source is not None and not isinstance(source, Mapping):
+            raise ConfigError(f"config: must be a YAML path, a mapping or a RunConfig, got {type(source).__name__}")
+        data = copy.deepcopy(dict(source or {}))
+    resolve_paths(data, base_dir)
+    cfg = build_config(apply_overrides(data, overrides))
+    cfg.base_dir = Path(base_dir) if base_dir is not None else None
+    return cfg

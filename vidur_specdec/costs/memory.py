@@ -1,0 +1,123 @@
+"""GPU memory: how many target KV blocks fit beside the weights (and the drafter), per GPU.
+
+    usable   = device.memory_bytes · (1 − memory_margin_fraction)              one GPU
+    weights  = 2 B · (layers · params_per_layer(tp) + embedding_params(tp))   target (+ drafter)
+    per_blk  = block_size · (kv_bytes_per_token(target, tp) + kv_bytes_per_token(drafter, draft_tp))
+    blocks   = floor((usable − weights_target − weights_drafter) / per_blk)
+
+With tensor parallelism every GPU of the replica holds 1/tp of the weights
+(query heads, MLP columns and vocabulary split; KV heads split, or replicated
+when tp exceeds them) and the KV of its own heads, so the plan is that of one
+GPU. A drafter at ``draft_tp`` < tp (vLLM: 1) sits whole on the first GPU of the
+group; that GPU is the tightest, so it sets the block count (vLLM takes the
+minimum over workers).
+
+The drafter keeps its own KV for every token the target holds, so each target
+block has a (smaller) draft block beside it: both are charged in ``per_blk``
+and the target block count shrinks accordingly. Per-layer weights and KV bytes
+per token are Vidur's own formulas (``ParamCounter``/``MemoryPlanner``); unlike
+Vidur, embedding and LM-head weights are counted and blocks are not rounded
+down to whole max-length sequences (see docs/model.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Optional, Union
+
+from vidur_specdec.config import TP_SIZES  # noqa: F401 (re-exported: the TP sizes the simulator models)
+from vidur_specdec.hardware.devices import DeviceSpec, get_device
+from vidur_specdec.architectures.models import ModelSpec
+
+GIB = 1024**3
+DTYPE_BYTES = 2  # fp16/bf16 weights and KV
+
+
+class NoRoomError(ValueError):
+    """The weights (and drafter) leave no room for KV on one GPU; ``plan`` raises it."""
+
+
+def weight_bytes(model: ModelSpec, tp: int = 1) -> int:
+    """Bytes of one GPU's share of the weights: decoder layers + embedding + LM head."""
+    layers = model.num_layers * model.params_per_layer(tp)
+    return DTYPE_BYTES * (layers + model.embedding_params(tp))
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The KV budget of one replica (bytes unless stated)."""
+
+    usable_bytes: int
+    target_weight_bytes: int
+    draft_weight_bytes: int
+    target_kv_bytes_per_token: int
+    draft_kv_bytes_per_token: int
+    block_size: int  # tokens
+    num_blocks: int  # target KV blocks (each with a draft block when a drafter is loaded)
+
+    @property
+    def draft_blocks(self) -> int:
+        return self.num_blocks if self.draft_kv_bytes_per_token else 0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["draft_blocks"] = self.draft_blocks
+        return d
+
+
+def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
+         draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
+         head: tuple = (0, 0)) -> MemoryPlan:
+    """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
+
+    ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
+    ``memory_bytes``. ``draft_tp`` None means ``tp``. ``head`` is (weight bytes,
+    KV bytes per token) per GPU of a draft head on the target's GPUs
+    (EAGLE-family, Medusa, MTP): counted with the drafter's. Raises
+    :class:`NoRoomError` when the weights leave no room for a single block.
+    """
+    dev = get_device(device)
+    dtp = tp if draft_tp is None else draft_tp
+    usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
+    w_t = weight_bytes(model, tp)
+    w_d = (weight_bytes(draft, dtp) if draft else 0) + int(head[0])
+    kv_t = model.kv_bytes_per_token(tp, DTYPE_BYTES)
+    kv_d = (draft.kv_bytes_per_token(dtp, DTYPE_BYTES) if draft else 0) + int(head[1])
+    free = usable - w_t - w_d
+    blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
+    if blocks < 1:
+        raise NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights "
+                          f"({(w_t + w_d) / GIB:.1f} GiB per GPU at tensor_parallel_size {tp}) leave no room "
+                          f"for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
+    return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks))
+
+
+def min_blocks_to_finish(total_tokens: int, block_size: int, watermark_fraction: float) -> int:
+    """Fewest KV blocks with which one request of ``total_tokens`` (prompt + output) can finish alone.
+
+    Two rules of Vidur's Sarathi set the bound: a running request continues only
+    while at least one block is free, so its ``ceil(total/block_size)`` blocks
+    need one more; and a (re-)admitted request's prefill — at most
+    ``total − 1`` tokens — must leave ``int(watermark_fraction · num_blocks)``
+    blocks free. With fewer blocks the request restarts forever (or never starts).
+    """
+    n = -(-total_tokens // block_size) + 1
+    while -(-(total_tokens - 1) // block_size) + int(watermark_fraction * n) > n:
+        n += 1
+    return n
+
+
+def tp_fits(model: ModelSpec, tp: int) -> bool:
+    """True when ``tp`` splits ``model`` evenly: the one rule of :func:`vidur_specdec.costs.profiles.builder.check_tp`.
+
+    vLLM's rule (``ModelConfig.verify_with_parallel_config``: attention heads
+    divisible by tp; ``get_num_kv_heads``: KV heads split when tp divides them,
+    replicated when they divide tp; MLP columns split evenly).
+    """
+    from vidur_specdec.costs.profiles.builder import ProfileError, check_tp
+
+    try:
+        check_tp(model, tp)
+    except ProfileError:
+        return False
+    return True

@@ -1,0 +1,363 @@
+"""Per-layer operator times fitted from a profile in Vidur's CSV schema, and their cache.
+
+:class:`OperatorTimeModel` — per-layer operator times (ms) of one model on one
+device and tensor-parallel size, fitted from ``mlp.csv`` + ``attention.csv``.
+Linear/elementwise ops are piecewise-linear in the step's token count (an
+isotonic fit of the profile rows); decode attention is a 2-D table over
+(decoding requests, mean context); prefill attention a 2-D table over (context
+before the chunk, chunk tokens). Tables are made monotone (more tokens, bigger
+batches or longer contexts are never cheaper). The target and the drafter each
+get their own model, fitted separately. Fitted models are cached in memory and
+on disk (:func:`load_time_model`), keyed by the profile files' bytes, the fit
+settings and this module's code; :func:`locate_profile` finds profile files in
+Vidur's layout. This module does not import Vidur.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import pickle
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+from scipy.interpolate import RegularGridInterpolator, griddata
+from sklearn.isotonic import IsotonicRegression
+
+from vidur_specdec.config import ConfigError
+from vidur_specdec.costs.ops import LINEAR_OPS
+
+# Ops that make up Vidur's per-layer model time (kv_cache_save and emb are not counted by Vidur).
+LAYER_OPS = LINEAR_OPS
+
+LINEAR_TABLE_TOKENS = 16384  # linear-op tables cover 0..this many tokens; beyond, time scales linearly
+KV_STEP = 32  # tokens between context grid points of the attention tables
+CHUNK_STEP = 32  # tokens between chunk grid points of the prefill-attention table
+
+
+class Grid2D:
+    """Bilinear interpolation on a uniform grid; clamps below, extrapolates linearly above.
+
+    ``values[i][j]`` is the value at ``(x0 + i*dx, y0 + j*dy)``.
+    """
+
+    __slots__ = ("x0", "dx", "nx", "y0", "dy", "ny", "v")
+
+    def __init__(self, x0: float, dx: float, y0: float, dy: float, values: np.ndarray) -> None:
+        self.x0, self.dx, self.y0, self.dy = float(x0), float(dx), float(y0), float(dy)
+        self.nx, self.ny = values.shape
+        self.v = values.tolist()
+
+    @staticmethod
+    def _cell(p: float, p0: float, dp: float, n: int) -> Tuple[int, float]:
+        f = (p - p0) / dp
+        if f <= 0.0 or n == 1:
+            return 0, 0.0
+        i = int(f)
+        if i > n - 2:
+            i = n - 2
+        return i, f - i
+
+    def __call__(self, x: float, y: float) -> float:
+        i, tx = self._cell(x, self.x0, self.dx, self.nx)
+        j, ty = self._cell(y, self.y0, self.dy, self.ny)
+        v = self.v
+        if self.nx == 1:
+            row = v[0]
+            return row[j] * (1 - ty) + row[j + 1] * ty if self.ny > 1 else row[0]
+        if self.ny == 1:
+            return v[i][0] * (1 - tx) + v[i + 1][0] * tx
+        a, b = v[i], v[i + 1]
+        return (a[j] * (1 - tx) * (1 - ty) + b[j] * tx * (1 - ty)
+                + a[j + 1] * (1 - tx) * ty + b[j + 1] * tx * ty)
+
+
+def _fill_along(v: np.ndarray, axis: int) -> np.ndarray:
+    """Fill NaNs along ``axis`` by linear interpolation between known cells, flat beyond them."""
+    v = np.moveaxis(v.copy(), axis, -1)
+    idx = np.arange(v.shape[-1])
+    for i in range(v.shape[0]):
+        ok = ~np.isnan(v[i])
+        if ok.any() and not ok.all():
+            v[i] = np.interp(idx, idx[ok], v[i][ok])
+    return np.moveaxis(v, -1, axis)
+
+
+def _fit_grid(x: np.ndarray, y: np.ndarray, t: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Profile points (x, y) -> t resampled onto the grid xs × ys, then made monotone.
+
+    A complete rectangular profile is interpolated bilinearly. Scattered data
+    (e.g. a measured sample) is interpolated linearly inside the data's convex hull; outside it, values are
+    carried flat along the second axis, then the first (the profile's own
+    edge values, not a neighbour from another row); finally a running maximum
+    along both axes (never cheaper with more of either).
+    """
+    lattice = pd.DataFrame({"x": x, "y": y, "t": t}).groupby(["x", "y"])["t"].mean().unstack()
+    if lattice.shape[0] > 1 and lattice.shape[1] > 1 and not lattice.isna().to_numpy().any():
+        # A complete rectangular profile (e.g. the shipped ones): bilinear, flat beyond its edges.
+        ux, uy = lattice.index.to_numpy(float), lattice.columns.to_numpy(float)
+        f = RegularGridInterpolator((ux, uy), lattice.to_numpy(float))
+        gx, gy = np.meshgrid(np.clip(xs, ux[0], ux[-1]), np.clip(ys, uy[0], uy[-1]), indexing="ij")
+        vals = f(np.column_stack([gx.ravel(), gy.ravel()])).reshape(gx.shape)
+        return np.maximum.accumulate(np.maximum.accumulate(vals, axis=0), axis=1)
+    gx, gy = np.meshgrid(xs, ys, indexing="ij")
+    # Scale axes to comparable ranges so the triangulation is well shaped.
+    sx, sy = max(np.ptp(x), 1.0), max(np.ptp(y), 1.0)
+    pts = np.column_stack([x / sx, y / sy])
+    q = np.column_stack([gx.ravel() / sx, gy.ravel() / sy])
+    if len(np.unique(x)) > 1 and len(np.unique(y)) > 1:
+        vals = griddata(pts, t, q, method="linear").reshape(gx.shape)
+        vals = _fill_along(_fill_along(vals, 1), 0)
+    else:
+        vals = griddata(pts, t, q, method="nearest").reshape(gx.shape)
+    vals = np.maximum.accumulate(vals, axis=0)
+    vals = np.maximum.accumulate(vals, axis=1)
+    return vals
+
+
+@dataclass
+class OperatorTimeModel:
+    """Per-layer operator times (ms) of one model on one device and TP degree."""
+
+    linear: Dict[str, List[float]]  # op -> time at num_tokens 0..LINEAR_TABLE_TOKENS
+    decode: Grid2D  # (batch size, mean context tokens) -> ms
+    prefill: Grid2D  # (context before chunk, chunk tokens) -> ms
+    max_decode_batch: int
+    source: str = ""
+    linear_sum: List[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.linear_sum:
+            self.linear_sum = [sum(v) for v in zip(*(self.linear[op] for op in LAYER_OPS))]
+
+    # ------------------------------------------------------------------ fitting
+    @classmethod
+    def fit(cls, mlp_csv: Path, attention_csv: Path, tp: int = 1) -> "OperatorTimeModel":
+        """Fit from profile files; rows of other tensor-parallel sizes are ignored."""
+        return cls.fit_frames(pd.read_csv(mlp_csv), pd.read_csv(attention_csv), tp,
+                              source=f"{mlp_csv} + {attention_csv}")
+
+    @classmethod
+    def fit_frames(cls, mlp: pd.DataFrame, att: pd.DataFrame, tp: int = 1, source: str = "") -> "OperatorTimeModel":
+        """Fit from profile tables (Vidur's ``mlp.csv`` / ``attention.csv`` columns)."""
+        if "num_tensor_parallel_workers" in mlp:
+            mlp = mlp[mlp["num_tensor_parallel_workers"] == tp]
+        if "num_tensor_parallel_workers" in att:
+            att = att[att["num_tensor_parallel_workers"] == tp]
+        if mlp.empty or att.empty:
+            raise ConfigError(f"profiles: no rows for tensor parallel {tp} in {source or 'the profile'}")
+        return cls(
+            linear=cls._fit_linear(mlp, source),
+            decode=cls._fit_decode(att, source),
+            prefill=cls._fit_prefill(att, source),
+            max_decode_batch=int(att.loc[~att["is_prefill"].astype(bool), "batch_size"].max()),
+            source=source,
+        )
+
+    @staticmethod
+    def _fit_linear(mlp: pd.DataFrame, path: Path) -> Dict[str, List[float]]:
+        n = np.arange(LINEAR_TABLE_TOKENS + 1, dtype=float)
+        out = {}
+        for op in LINEAR_OPS:
+            col = f"time_stats.{op}.median"
+            if col not in mlp:
+                raise ConfigError(f"profiles: {path} has no column {col}")
+            g = mlp.groupby("num_tokens")[col].median().sort_index()
+            x = g.index.to_numpy(float)
+            # least-squares monotone fit: noise in one row does not lift every larger size
+            y = IsotonicRegression().fit(x, g.to_numpy(float)).predict(x)
+            table = np.interp(n, x, y)
+            above = n > x[-1]
+            table[above] = y[-1] * n[above] / x[-1]  # beyond the profile: time ∝ tokens
+            table[0] = 0.0  # no tokens, no kernel
+            out[op] = table.tolist()
+        return out
+
+    @staticmethod
+    def _fit_decode(att: pd.DataFrame, path: Path) -> Grid2D:
+        d = att[~att["is_prefill"].astype(bool)]
+        col = "time_stats.attn_decode.median"
+        if d.empty or col not in d:
+            raise ConfigError(f"profiles: {path} has no decode-attention rows")
+        g = d.groupby(["batch_size", "kv_cache_size"])[col].median().reset_index()
+        b_max = int(g["batch_size"].max())
+        kv_max = int(math.ceil(g["kv_cache_size"].max() / KV_STEP) * KV_STEP)
+        bs = np.arange(1, b_max + 1, dtype=float)
+        kvs = np.arange(0, kv_max + 1, KV_STEP, dtype=float)
+        vals = _fit_grid(g["batch_size"].to_numpy(float), g["kv_cache_size"].to_numpy(float),
+                         g[col].to_numpy(float), bs, kvs)
+        return Grid2D(1, 1, 0, KV_STEP, vals)
+
+    @staticmethod
+    def _fit_prefill(att: pd.DataFrame, path: Path) -> Grid2D:
+        p = att[att["is_prefill"].astype(bool)]
+        col = "time_stats.attn_prefill.median"
+        if p.empty or col not in p:
+            raise ConfigError(f"profiles: {path} has no prefill-attention rows")
+        g = p.groupby(["kv_cache_size", "prefill_chunk_size"])[col].median().reset_index()
+        kv_max = int(math.ceil(g["kv_cache_size"].max() / KV_STEP) * KV_STEP)
+        c_max = int(math.ceil(g["prefill_chunk_size"].max() / CHUNK_STEP) * CHUNK_STEP)
+        kvs = np.arange(0, kv_max + 1, KV_STEP, dtype=float)
+        cs = np.arange(0, c_max + 1, CHUNK_STEP, dtype=float)
+        vals = _fit_grid(g["kv_cache_size"].to_numpy(float), g["prefill_chunk_size"].to_numpy(float),
+                         g[col].to_numpy(float), kvs, cs)
+        return Grid2D(0, KV_STEP, 0, CHUNK_STEP, vals)
+
+    # ------------------------------------------------------------------ queries (ms per layer)
+    def linear_ms(self, op: str, num_tokens: int) -> float:
+        """One linear/elementwise op over ``num_tokens`` query tokens."""
+        table = self.linear[op]
+        if num_tokens < len(table):
+            return table[num_tokens]
+        return table[-1] * num_tokens / (len(table) - 1)
+
+    def linear_sum_ms(self, num_tokens: int) -> float:
+        """All linear/elementwise ops of one layer over ``num_tokens`` tokens."""
+        t = self.linear_sum
+        if num_tokens < len(t):
+            return t[num_tokens]
+        return t[-1] * num_tokens / (len(t) - 1)
+
+    def decode_attention_ms(self, batch_size: int, mean_kv: float) -> float:
+        """FlashAttention decode for ``batch_size`` single-query reads at mean context ``mean_kv``.
+
+        Batches above the profiled maximum are split into near-equal batches
+        that run one after another.
+        """
+        if batch_size <= 0:
+            return 0.0
+        b_max = self.max_decode_batch
+        if batch_size <= b_max:
+            return self.decode(batch_size, mean_kv)
+        pieces = -(-batch_size // b_max)
+        base, rem = divmod(batch_size, pieces)
+        t = (pieces - rem) * self.decode(base, mean_kv)
+        if rem:
+            t += rem * self.decode(base + 1, mean_kv)
+        return t
+
+    def prefill_attention_ms(self, kv_before: int, chunk: int) -> float:
+        """Attention of one prefill chunk of ``chunk`` tokens after ``kv_before`` cached tokens."""
+        return self.prefill(kv_before, chunk) if chunk > 0 else 0.0
+
+
+# --------------------------------------------------------------------------- fitting cache
+
+_FIT_CACHE: Dict[str, OperatorTimeModel] = {}
+# a change to the fitting code: this module and the op list it fits
+_CODE_DIGEST = hashlib.sha256(
+    Path(__file__).read_bytes() + Path(__file__).with_name("ops.py").read_bytes()
+).hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """Per-user cache folder: ``$XDG_CACHE_HOME/vidur_specdec`` or ``~/.cache/vidur_specdec``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "vidur_specdec"
+
+
+_FILE_DIGESTS: Dict[tuple, str] = {}
+
+
+def file_digest(path: Path, fresh: bool = False) -> str:
+    """SHA-256 (hex) of a file's bytes; reread only when its path, size or mtime changed (or ``fresh``)."""
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns, st.st_ino)
+    if fresh or key not in _FILE_DIGESTS:
+        _FILE_DIGESTS[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return _FILE_DIGESTS[key]
+
+
+def fit_key(mlp_csv: Path, attention_csv: Path, tp: int = 1) -> str:
+    """Cache key: the profile files' bytes, the fit settings and the fitting code itself."""
+    text = f"tp={tp};kv={KV_STEP};chunk={CHUNK_STEP};code={_CODE_DIGEST}"
+    for p in (mlp_csv, attention_csv):
+        text += ";" + file_digest(p)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_time_model(mlp_csv: Path, attention_csv: Path, tp: int = 1,
+                    cache_dir: Optional[Path] = None) -> OperatorTimeModel:
+    """The fitted model for these exact profile bytes: from this process, the disk cache, or a fresh fit.
+
+    ``cache_dir`` None uses :func:`default_cache_dir`. A changed profile file
+    (or fitting code) has another key, so a stale entry is never reused.
+    Cache files are written atomically; an unreadable one is refitted.
+    """
+    key = fit_key(mlp_csv, attention_csv, tp)
+    model = _FIT_CACHE.get(key)
+    if model is not None:
+        return model
+    path = Path(cache_dir or default_cache_dir()) / f"operator-model-{key[:32]}.pkl"
+    try:
+        with open(path, "rb") as f:
+            model = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        model = None
+    if not isinstance(model, OperatorTimeModel):
+        model = OperatorTimeModel.fit(Path(mlp_csv), Path(attention_csv), tp)
+        _store(path, model)
+    _FIT_CACHE[key] = model
+    return model
+
+
+def _store(path: Path, model: OperatorTimeModel) -> None:
+    """Write a cache entry atomically; a read-only cache folder only costs a refit next time."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pkl")
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(model, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError:
+        pass
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def clear_memory_cache() -> None:
+    """Forget models fitted in this process (the disk cache is kept)."""
+    _FIT_CACHE.clear()
+
+
+SHIPPED = "shipped"
+
+
+def shipped_profiles_root() -> Path:
+    """The shipped ``profiles/`` folder: the checkout's (editable install) or ``<prefix>/share``'s."""
+    checkout = Path(__file__).resolve().parents[2] / "profiles"
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "vidur_specdec" / "profiles"
+
+
+def locate_profile(root: str, device: str, model: str, key: str = "profiles") -> Tuple[Path, Path]:
+    """Find ``mlp.csv`` and ``attention.csv`` for ``model`` on ``device`` under ``root``.
+
+    Looks in ``root/DEVICE/MODEL``, ``root/compute/DEVICE/MODEL`` (Vidur's
+    ``data/profiling`` layout) and ``root`` itself; ``attention.sample.csv`` is
+    accepted where ``attention.csv`` is absent. Raises :class:`ConfigError`
+    naming ``key`` and the folders searched.
+    """
+    base = shipped_profiles_root() if root == SHIPPED else Path(root).expanduser()
+    candidates = [base / device / model, base / "compute" / device / model, base]
+    for d in candidates:
+        mlp = d / "mlp.csv"
+        if not mlp.is_file():
+            continue
+        for name in ("attention.csv", "attention.sample.csv"):
+            if (d / name).is_file():
+                return mlp, d / name
+        raise ConfigError(f"{key}: {d} has mlp.csv but no attention.csv")
+    raise ConfigError(f"{key}: no mlp.csv for {model} on {device}; looked in "
+                      + ", ".join(str(c) for c in candidates))

@@ -1,0 +1,408 @@
+"""Analytical per-operator time model, written in Vidur's profile CSV schema.
+
+Every op is a roofline with kernel-level corrections (wave quantisation of
+GEMMs and of FlashAttention's decode blocks, L2 residency of small tensors,
+launch floors); times are ms per layer, per GPU at tensor parallel size ``tp``.
+All numbers come from :mod:`.params`; the functions take ``efficiency``
+overrides (same keys as ``params.EFFICIENCY``) so the calibration can try other
+values without editing that file. See ``docs/profiles.md`` for the equations.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Mapping, Optional, Tuple
+
+import numpy as np
+import pandas as pd
+
+from vidur_specdec.architectures.models import ModelSpec
+from vidur_specdec.costs.profiles import params as P
+
+STAT_SUFFIXES = ("min", "max", "mean", "median", "std")
+
+MLP_OPS = (
+    "emb",
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
+MLP_META = (
+    "n_head",
+    "n_kv_head",
+    "n_embd",
+    "n_expanded_embd",
+    "vocab_size",
+    "use_gated_mlp",
+    "num_tokens",
+    "num_tensor_parallel_workers",
+)
+ATTENTION_OPS = ("attn_input_reshape", "attn_decode", "attn_output_reshape", "attn_prefill")
+ATTENTION_META = (
+    "n_embd",
+    "n_q_head",
+    "n_kv_head",
+    "block_size",
+    "num_tensor_parallel_workers",
+    "max_model_len",
+    "batch_size",
+    "prefill_chunk_size",
+    "kv_cache_size",
+    "is_prefill",
+    "attention_backend",
+)
+
+# Op groups used by the comparison against measured profiles and the calibration.
+GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+ELEMENTWISE_OPS = ("emb", "input_layernorm", "attn_rope", "post_attention_layernorm", "mlp_act", "add")
+
+
+def _stat_columns(ops) -> list:
+    return [f"time_stats.{op}.{s}" for op in ops for s in STAT_SUFFIXES]
+
+
+MLP_COLUMNS = _stat_columns(MLP_OPS) + list(MLP_META)
+ATTENTION_COLUMNS = _stat_columns(ATTENTION_OPS) + list(ATTENTION_META)
+
+
+class ProfileError(ValueError):
+    """Bad builder input (unknown device, tensor parallelism that does not fit the model)."""
+
+
+def device_fields(device) -> Dict:
+    """The builder's device figures (``peak_flops``, ``mem_bw``, ``mem_bytes``, ``sms``, ``l2_bytes``).
+
+    ``device`` is a built-in name or a device YAML file (both through
+    :func:`vidur_specdec.hardware.devices.get_device`), a DeviceSpec, or a mapping that
+    already holds those figures.
+    """
+    from vidur_specdec.hardware.devices import DeviceError, DeviceSpec, get_device
+
+    if isinstance(device, Mapping) and not isinstance(device, DeviceSpec):
+        return dict(device)
+    try:
+        return get_device(device).builder_fields()
+    except DeviceError as e:
+        raise ProfileError(str(e)) from None
+
+
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Raise :class:`ProfileError` unless ``tp`` splits the model's heads and MLP evenly."""
+    if not isinstance(tp, (int, np.integer)) or tp < 1:
+        raise ProfileError(f"tensor parallel size must be a positive integer, got {tp!r}")
+    if spec.num_heads % tp:
+        raise ProfileError(f"tp={tp} does not divide {spec.name}'s {spec.num_heads} attention heads")
+    kv = spec.num_kv_heads
+    if kv % tp and tp % kv:
+        raise ProfileError(
+            f"tp={tp} neither divides nor is a multiple of {spec.name}'s {kv} KV heads"
+        )
+    if spec.ffn_size % tp:
+        raise ProfileError(f"tp={tp} does not divide {spec.name}'s MLP size {spec.ffn_size}")
+
+
+def _shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:
+    """(hidden, head_dim, q heads, kv heads, ffn) on one of ``tp`` GPUs."""
+    q_heads = spec.num_heads // tp
+    kv_heads = -(-spec.num_kv_heads // tp)  # replicated when tp > kv heads
+    return spec.hidden_size, spec.head_dim, q_heads, kv_heads, spec.ffn_size // tp
+
+
+def _device_fields(device: Mapping) -> Mapping:
+    """``device`` with ``sms`` and ``l2_bytes`` filled in (A100 values) when a custom mapping lacks them."""
+    if "sms" in device and "l2_bytes" in device:
+        return device
+    d = dict(device)
+    d.setdefault("sms", P.DEVICES["a100"]["sms"])
+    d.setdefault("l2_bytes", P.DEVICES["a100"]["l2_bytes"])
+    return d
+
+
+def _stream_ms(nbytes, device: Mapping, op: Mapping, l2: Mapping, tokens=None, token_bytes=None, block: Optional[Mapping] = None):
+    """Memory-bound kernel: the first ``resident_fraction`` of L2 worth of bytes moves
+    ``speedup`` times faster (L2 hits); the rest at ``mem_eff`` of HBM bandwidth.
+
+    Kernels that run one thread block per token (``tokens`` and ``token_bytes`` given)
+    cannot go faster than whole waves of one block per SM, each block streaming its
+    token's ``token_bytes`` at ``block["bw"]`` bytes/s: that floor sets the time of
+    small batches.
+    """
+    nb = np.asarray(nbytes, dtype=float)
+    fast = np.minimum(nb, l2["resident_fraction"] * device["l2_bytes"])
+    eff_bytes = fast / l2["speedup"] + (nb - fast)
+    t = eff_bytes / (device["mem_bw"] * op["mem_eff"])
+    if tokens is not None:
+        waves = np.ceil(np.asarray(tokens, dtype=float) / device["sms"])
+        t = np.maximum(t, waves * np.asarray(token_bytes, dtype=float) / block["bw"])
+    return t * 1e3 + op["launch_ms"]
+
+
+def _gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
+    """[tokens x k] x [k x n] GEMM (2*t*k*n FLOPs; reads input and weights, writes output).
+
+    Compute time blends the ideal time with the wave-quantised one (whole waves of
+    ``sms`` output tiles of ``gemm_tile_m x gemm_tile_n``); it is combined with the
+    weight-streaming time by a power mean (exponent ``overlap_exp``; large = max).
+    """
+    t = np.asarray(tokens, dtype=float)
+    peak, sms = device["peak_flops"], device["sms"]
+    tm, tn = P.KERNEL["gemm_tile_m"], P.KERNEL["gemm_tile_n"]
+    flops = 2.0 * t * k * n
+    nbytes = b * (t * k + float(k) * n + t * n)
+    waves = np.ceil(np.ceil(t / tm) * math.ceil(n / tn) / sms)
+    t_flat = flops / (peak * e["compute_eff_max"])
+    t_wave = waves * (2.0 * tm * tn * k * sms) / (peak * e["compute_eff_max"])
+    w = e["wave_weight"]
+    t_compute = (1.0 - w) * t_flat + w * t_wave
+    t_memory = nbytes / (device["mem_bw"] * e["mem_eff"])
+    pw = e["overlap_exp"]
+    return (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + e["launch_ms"]
+
+
+def mlp_op_times(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    num_tokens,
+    efficiency: Optional[Mapping] = None,
+) -> Dict[str, np.ndarray]:
+    """Per-layer time in ms of every mlp.csv op for each entry of ``num_tokens``."""
+    e = P.EFFICIENCY if efficiency is None else efficiency
+    device = _device_fields(device)
+    b = P.DTYPE_BYTES
+    h, hd, qh, kvh, ffn = _shard(spec, tp)
+    t = np.asarray(num_tokens, dtype=float)
+    act = t * h * b  # one [tokens x hidden] activation, bytes
+    g, l2, blk = e["gemm"], e["l2"], e["token_block"]
+    em = e["emb"]
+    norm_tok = 2 * h * b  # bytes one token's block moves (read x, write y)
+    return {
+        # vocab-parallel lookup: write T x hidden, read the rows held by this GPU's
+        # shard (a share of them), read 8-byte ids
+        "emb": _stream_ms(act * (1.0 + em["shard_read"] / tp) + 8 * t, device, em, l2),
+        # read x, write y, read the weight vector (not sharded by tp); one block per token
+        "input_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
+        "attn_pre_proj": _gemm_ms(t, h, (qh + 2 * kvh) * hd, device, g, b),
+        # rotate q and k in place: read + write; one block per token
+        "attn_rope": _stream_ms(
+            2 * t * (qh + kvh) * hd * b, device, e["attn_rope"], l2, t, 2 * (qh + kvh) * hd * b, blk
+        ),
+        "attn_post_proj": _gemm_ms(t, qh * hd, h, device, g, b),
+        "post_attention_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
+        "mlp_up_proj": _gemm_ms(t, h, 2 * ffn, device, g, b),
+        # read gate and up, write their product; one block per token
+        "mlp_act": _stream_ms(3 * t * ffn * b, device, e["mlp_act"], l2, t, 3 * ffn * b, blk),
+        "mlp_down_proj": _gemm_ms(t, ffn, h, device, g, b),
+        # residual add: read two, write one (not sharded by tp); a flat elementwise kernel
+        "add": _stream_ms(3 * act, device, e["add"], l2),
+    }
+
+
+def decode_attention_ms(bs, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, d: Mapping):
+    """FlashAttention-2 decode of ``bs`` requests with ``kv`` cached tokens each.
+
+    One thread block per (request, KV head) -- the query heads of a GQA group share
+    a block. With at least ``decode_split_threshold`` x slots blocks, the blocks run
+    in whole waves of ``slots = sms x decode_ctas_per_sm``: each wave costs
+    ``wave_ms`` plus streaming one block's K/V per slot at ``mem_eff`` of HBM
+    bandwidth. With fewer blocks FA2 splits the sequence (split-KV) to fill the
+    GPU: one wave of overhead and the bytes at ``mem_eff x split_eff``.
+    """
+    bs = np.asarray(bs, dtype=float)
+    kv = np.asarray(kv, dtype=float)
+    b = P.DTYPE_BYTES
+    nbytes = b * bs * head_dim * (2.0 * kv * kv_heads + 2.0 * q_heads)  # K/V of the context; q in, out
+    t_bytes = nbytes / (device["mem_bw"] * d["mem_eff"]) * 1e3
+    slots = device["sms"] * P.KERNEL["decode_ctas_per_sm"]
+    blocks = np.maximum(bs * kv_heads, 1e-9)
+    x = blocks / slots
+    waves = np.ceil(x)
+    whole = waves * d["wave_ms"] + t_bytes * waves / x
+    split = d["wave_ms"] + t_bytes / d["split_eff"]
+    return np.where(x < P.KERNEL["decode_split_threshold"], split, whole) + d["launch_ms"]
+
+
+def prefill_attention_ms(chunk, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, p: Mapping):
+    """FlashAttention-2 prefill of one ``chunk``-token piece after ``kv`` cached tokens.
+
+    FLOPs ``4 d q c (context_cost K + causal_fraction c)``; the reached share of peak
+    grows with the work in flight (query tokens x heads), ``compute_eff_max x n/(n +
+    compute_half)`` with ``n = c q / prefill_ref_heads``; the cached K/V read is a
+    memory floor; writing the chunk's K/V costs ``kv_write_ms`` per (token x KV head).
+    """
+    c = np.asarray(chunk, dtype=float)
+    kv = np.asarray(kv, dtype=float)
+    b = P.DTYPE_BYTES
+    flops = 4.0 * head_dim * q_heads * c * (p["context_cost"] * kv + p["causal_fraction"] * c)
+    n = c * q_heads / P.KERNEL["prefill_ref_heads"]
+    eff = p["compute_eff_max"] * n / (n + p["compute_half"])
+    t_compute = flops / (device["peak_flops"] * eff)
+    nbytes = b * head_dim * (2.0 * c * q_heads + 2.0 * (kv + c) * kv_heads)  # q in, out; K/V of kv + chunk
+    t_memory = nbytes / (device["mem_bw"] * p["mem_eff"])
+    return np.maximum(t_compute, t_memory) * 1e3 + p["kv_write_ms"] * c * kv_heads + p["launch_ms"]
+
+
+def attention_op_times(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    batch_size,
+    kv_cache_size,
+    prefill_chunk_size,
+    efficiency: Optional[Mapping] = None,
+) -> Dict[str, np.ndarray]:
+    """Per-layer time in ms of every attention.csv op for each (batch, kv, chunk) entry.
+
+    A row with ``prefill_chunk_size > 0`` is a prefill of one request (``batch_size``
+    ignored): ``attn_decode`` is NaN there, and ``attn_prefill`` is NaN on decode rows.
+    """
+    e = P.EFFICIENCY if efficiency is None else efficiency
+    device = _device_fields(device)
+    b = P.DTYPE_BYTES
+    _, hd, qh, kvh, _ = _shard(spec, tp)
+    bs, kv, chunk = np.broadcast_arrays(
+        np.asarray(batch_size, dtype=float),
+        np.asarray(kv_cache_size, dtype=float),
+        np.asarray(prefill_chunk_size, dtype=float),
+    )
+    is_prefill = chunk > 0
+    decode = decode_attention_ms(np.where(is_prefill, 1.0, bs), kv, qh, kvh, hd, device, e["attn_decode"])
+    c = np.where(is_prefill, chunk, 1.0)  # avoid 0/0 on decode rows (masked below)
+    prefill = prefill_attention_ms(c, kv, qh, kvh, hd, device, e["attn_prefill"])
+
+    tokens = np.where(is_prefill, chunk, bs)
+    out_reshape = _stream_ms(2.0 * tokens * qh * hd * b, device, e["attn_output_reshape"], e["l2"])
+    in_reshape = np.full(tokens.shape, float(e["attn_input_reshape"]["launch_ms"]))
+
+    return {
+        "attn_input_reshape": in_reshape,
+        "attn_decode": np.where(is_prefill, np.nan, decode),
+        "attn_output_reshape": out_reshape,
+        "attn_prefill": np.where(is_prefill, prefill, np.nan),
+    }
+
+
+def mlp_token_grid(max_tokens: Optional[int] = None, step: Optional[int] = None) -> np.ndarray:
+    """num_tokens written to mlp.csv: 1, 2, 4, then step..max_tokens in steps of ``step``."""
+    max_tokens = P.GRID["mlp_max_tokens"] if max_tokens is None else max_tokens
+    step = P.GRID["mlp_token_step"] if step is None else step
+    head = [n for n in (1, 2, 4) if n < step and n <= max_tokens]
+    return np.array(head + list(range(step, max_tokens + 1, step)), dtype=np.int64)
+
+
+def attention_grid(max_model_len: int, grid: Optional[Mapping] = None,
+                   max_chunk: Optional[int] = None) -> pd.DataFrame:
+    """(batch_size, prefill_chunk_size, kv_cache_size) rows: all decode rows, then prefill rows.
+
+    Decode: batch 1..decode_max_batch x kv decode_kv_step..max_model_len (a decode always has
+    context). Prefill: chunk step..max_model_len x kv 0..(max_model_len - chunk); with
+    ``max_chunk`` (profiles on demand: no chunk exceeds the scheduler's chunk size) chunk
+    step..max_chunk x kv 0..max_model_len, a full rectangle.
+    """
+    g = P.GRID if grid is None else grid
+    kv_step, c_step = g["decode_kv_step"], g["prefill_chunk_step"]
+    b = np.repeat(np.arange(1, g["decode_max_batch"] + 1), len(range(kv_step, max_model_len + 1, kv_step)))
+    kv = np.tile(np.arange(kv_step, max_model_len + 1, kv_step), g["decode_max_batch"])
+    parts = [(b, np.zeros_like(b), kv)]
+    if max_chunk is None:
+        for chunk in range(c_step, max_model_len + 1, c_step):
+            kvs = np.arange(0, max_model_len - chunk + 1, g["prefill_kv_step"])
+            parts.append((np.ones_like(kvs), np.full_like(kvs, chunk), kvs))
+    else:
+        chunks = np.arange(c_step, max_chunk + 1, c_step)
+        kvs = np.arange(0, max_model_len + 1, g["prefill_kv_step"])
+        parts.append((np.ones(len(chunks) * len(kvs), dtype=np.int64), np.repeat(chunks, len(kvs)),
+                      np.tile(kvs, len(chunks))))
+    cols = [np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(3)]
+    return pd.DataFrame({"batch_size": cols[0], "prefill_chunk_size": cols[1], "kv_cache_size": cols[2]})
+
+
+def _stats(times: np.ndarray) -> Dict[str, np.ndarray]:
+    """Analytical profiles have no spread: min = max = mean = median, std 0 (NaN stays NaN)."""
+    t = np.round(times, P.TIME_DECIMALS)
+    std = np.where(np.isnan(t), np.nan, 0.0)
+    return {"min": t, "max": t, "mean": t, "median": t, "std": std}
+
+
+def build_mlp_df(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    max_tokens: Optional[int] = None,
+    efficiency: Optional[Mapping] = None,
+) -> pd.DataFrame:
+    """mlp.csv content (Vidur schema) for one model, device and tp."""
+    check_tp(spec, tp)
+    tokens = mlp_token_grid(max_tokens)
+    times = mlp_op_times(spec, device, tp, tokens, efficiency)
+    cols = {}
+    for op in MLP_OPS:
+        for s, v in _stats(times[op]).items():
+            cols[f"time_stats.{op}.{s}"] = v
+    n = len(tokens)
+    meta = {
+        "n_head": spec.num_heads,
+        "n_kv_head": spec.num_kv_heads,
+        "n_embd": spec.hidden_size,
+        "n_expanded_embd": spec.ffn_size,
+        "vocab_size": spec.vocab_size,
+        "use_gated_mlp": True,
+    }
+    for k, v in meta.items():
+        cols[k] = np.full(n, v)
+    cols["num_tokens"] = tokens
+    cols["num_tensor_parallel_workers"] = np.full(n, tp, dtype=np.int64)
+    return pd.DataFrame(cols, columns=MLP_COLUMNS)
+
+
+def build_attention_df(
+    spec: ModelSpec,
+    device: Mapping,
+    tp: int,
+    efficiency: Optional[Mapping] = None,
+    max_chunk: Optional[int] = None,
+) -> pd.DataFrame:
+    """attention.csv content (Vidur schema) for one model, device and tp (``max_chunk``: see :func:`attention_grid`)."""
+    check_tp(spec, tp)
+    grid = attention_grid(spec.max_model_len, max_chunk=max_chunk)
+    times = attention_op_times(
+        spec, device, tp, grid["batch_size"], grid["kv_cache_size"], grid["prefill_chunk_size"], efficiency
+    )
+    cols = {}
+    for op in ATTENTION_OPS:
+        for s, v in _stats(times[op]).items():
+            cols[f"time_stats.{op}.{s}"] = v
+    n = len(grid)
+    cols["n_embd"] = np.full(n, spec.hidden_size)
+    cols["n_q_head"] = np.full(n, spec.num_heads)
+    cols["n_kv_head"] = np.full(n, spec.num_kv_heads)
+    cols["block_size"] = np.full(n, P.BLOCK_SIZE)
+    cols["num_tensor_parallel_workers"] = np.full(n, tp)
+    cols["max_model_len"] = np.full(n, spec.max_model_len)
+    cols["batch_size"] = grid["batch_size"].to_numpy()
+    cols["prefill_chunk_size"] = grid["prefill_chunk_size"].to_numpy()
+    cols["kv_cache_size"] = grid["kv_cache_size"].to_numpy()
+    cols["is_prefill"] = grid["prefill_chunk_size"].to_numpy() > 0
+    cols["attention_backend"] = np.full(n, P.ATTENTION_BACKEND, dtype=object)
+    return pd.DataFrame(cols, columns=ATTENTION_COLUMNS)
+
+
+def to_csv_text(df: pd.DataFrame) -> str:
+    """Deterministic CSV text: fixed decimals, empty cells for NaN, '\\n' line ends."""
+    return df.to_csv(index=False, float_format=f"%.{P.TIME_DECIMALS}f", lineterminator="\n")
+
+
+def median_abs_pct_error(pred, meas) -> float:
+    """Median of |pred - meas| / meas in %, over entries with a positive measurement."""
+    pred = np.asarray(pred, dtype=float)
+    meas = np.asarray(meas, dtype=float)
+    ok = np.isfinite(pred) & np.isfinite(meas) & (meas > 0)
+    if not ok.any():
+        return math.nan
+    return float(np.median(np.abs(pred[ok] - meas[ok]) / meas[ok]) * 100.0)

@@ -1,0 +1,258 @@
+"""The Vidur execution-time predictor of this project, over fitted operator times.
+
+:class:`SpecDecExecutionTimePredictor` — registered with Vidur under
+:data:`SPECDEC_PREDICTOR`. It prices a step from the target's fitted
+:class:`~vidur_specdec.costs.operator_model.OperatorTimeModel` (per-layer ops ×
+layers, the tensor-parallel all-reduces from :mod:`~vidur_specdec.hardware.collectives`),
+tells a verify request from a prefill chunk by ``request.is_prefill_complete``
+(not by ``num_q_tokens == 1``), prices verify attention with the configured
+:mod:`~vidur_specdec.costs.verify_cost` policy, and adds the proposer's time and what
+a step costs beyond the layers (:mod:`~vidur_specdec.costs.step_overheads`).
+
+The operator-time model, its fit cache and profile lookup live in
+:mod:`vidur_specdec.costs.operator_model` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from vidur.config import BaseExecutionTimePredictorConfig
+from vidur.execution_time_predictor import (
+    BaseExecutionTimePredictor,
+    ExecutionTimePredictorRegistry,
+)
+from vidur.types import BaseIntEnum
+
+from vidur_specdec.hardware.collectives import DEFAULT_ALL_REDUCE, all_reduce_model
+from vidur_specdec.hardware.devices import DeviceSpec
+from vidur_specdec.architectures.models import ModelSpec
+from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the fitting side of the predictor)
+    CHUNK_STEP,
+    KV_STEP,
+    LAYER_OPS,
+    LINEAR_TABLE_TOKENS,
+    SHIPPED,
+    Grid2D,
+    OperatorTimeModel,
+    clear_memory_cache,
+    default_cache_dir,
+    file_digest,
+    fit_key,
+    load_time_model,
+    locate_profile,
+    shipped_profiles_root,
+)
+
+# --------------------------------------------------------------------------- the Vidur predictor
+
+
+class SpecDecPredictorType(BaseIntEnum):
+    """Registry keys of this project (values >= 100 never collide with Vidur's)."""
+
+    SPECDEC_PROFILE = 100
+
+
+SPECDEC_PREDICTOR = SpecDecPredictorType.SPECDEC_PROFILE
+
+
+@dataclass
+class StepComposition:
+    """What one step computes, read once per batch.
+
+    ``decode_q[i]`` is tokens charged to decoding request i (1 + guesses) and
+    ``decode_ctx[i]`` the tokens it already had (its KV before the step);
+    ``prefill`` holds (context before the chunk, chunk tokens) per prefill request;
+    ``decode_catchup[i]`` the tokens request i advanced in its previous step
+    (accepted + 1), which a drafter head has yet to process (1 when unknown).
+    """
+
+    num_tokens: int
+    decode_q: List[int]
+    decode_ctx: List[int]
+    prefill: List[Tuple[int, int]]
+    decode_catchup: List[int] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, batch) -> "StepComposition":
+        comp = getattr(batch, "_specdec_comp", None)
+        if comp is not None:
+            return comp
+        dq, dctx, pf, dc = [], [], [], []
+        for req, q, kv in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens):
+            if req.is_prefill_complete:
+                dq.append(q)
+                dctx.append(kv - q)
+                dc.append(getattr(req, "catchup_tokens", 1))
+            else:
+                pf.append((kv - q, q))
+        comp = cls(batch.total_num_q_tokens, dq, dctx, pf, dc)
+        batch._specdec_comp = comp
+        return comp
+
+    @property
+    def max_guesses(self) -> int:
+        return max(self.decode_q, default=1) - 1
+
+
+class StepTime:
+    """A step's time: the target's pass plus the proposer plus the engine's overheads.
+
+    ``verify_ms`` is the target's forward through its layers (Vidur's
+    ExecutionTime, all-reduces included; a step log's ``t_fwd_end - t_fwd``);
+    ``comm_ms`` the tensor-parallel all-reduces inside it (part of
+    ``verify_ms``); ``lm_head_ms`` the target's LM head and logits gather
+    (the rest of the target's pass, kept apart as step logs keep it);
+    ``draft_ms`` the proposer; ``sampling_ms`` the sampler; ``overhead_ms``
+    the engine's CPU work. The step's duration is the sum of all but
+    ``comm_ms``. ``total_time`` / ``model_time`` are seconds, as Vidur expects; other
+    attributes are read through to the target's ExecutionTime.
+    """
+
+    __slots__ = ("target", "verify_ms", "draft_ms", "comm_ms", "lm_head_ms", "sampling_ms", "overhead_ms",
+                 "total_time", "model_time", "k")
+
+    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None, k: int = 0) -> None:
+        self.target = target
+        self.k = k  # the k the step's guesses were drawn with (the scheduler's, 0 without speculation)
+        self.comm_ms = comm_ms
+        self.lm_head_ms = extra.lm_head_ms if extra is not None else 0.0
+        self.sampling_ms = extra.sampling_ms if extra is not None else 0.0
+        self.overhead_ms = extra.overhead_ms if extra is not None else 0.0
+        self.verify_ms = target.total_time * 1e3
+        self.draft_ms = draft_ms
+        beyond = draft_ms + (extra.total_ms if extra is not None else 0.0)
+        self.total_time = target.total_time + beyond * 1e-3
+        self.model_time = target.model_time + beyond * 1e-3
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+
+@dataclass
+class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
+    """Predictor settings; ``target`` is the fitted model, ``verify_cost``/``proposer`` the policies.
+
+    ``model_spec``/``device_spec``/``tensor_parallel_size`` describe the
+    target's deployment (set by ``simulation.prepare``): the target's
+    :class:`~vidur_specdec.architectures.models.ModelSpec`, the GPU's
+    :class:`~vidur_specdec.hardware.devices.DeviceSpec` and the GPUs per replica.
+    ``target`` was fitted from that TP's profile rows, so its op times are per GPU.
+    ``step_overheads`` (a :class:`~vidur_specdec.costs.step_overheads.StepOverheads`)
+    adds the LM head, sampling and engine overhead; None leaves them out.
+    """
+
+    target: Optional[OperatorTimeModel] = None
+    verify_cost: object = None
+    proposer: object = None
+    model_spec: Optional[ModelSpec] = None
+    device_spec: Optional[DeviceSpec] = None
+    tensor_parallel_size: int = 1
+    step_overheads: object = None
+    all_reduce: str = DEFAULT_ALL_REDUCE  # engine.all_reduce: a key of collectives.ALL_REDUCE_MODELS
+
+    @staticmethod
+    def get_type():
+        return SPECDEC_PREDICTOR
+
+
+class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
+    """Vidur predictor over a fitted :class:`OperatorTimeModel` (times in ms per layer)."""
+
+    def __init__(self, predictor_config: SpecDecPredictorConfig, replica_config, cache_config) -> None:
+        super().__init__(predictor_config=predictor_config, replica_config=replica_config,
+                         cache_config=cache_config)
+        if predictor_config.use_native_execution_time_predictor:
+            raise ValueError("the native predictor cannot see request state; keep it off")
+        self._m: OperatorTimeModel = predictor_config.target
+        self._verify_cost = predictor_config.verify_cost
+        self._proposer = predictor_config.proposer
+        self._tp = int(predictor_config.tensor_parallel_size or 1)
+        self._device = predictor_config.device_spec
+        self._hidden = predictor_config.model_spec.hidden_size if predictor_config.model_spec is not None else 0
+        self._overheads = predictor_config.step_overheads
+        self._all_reduce = all_reduce_model(predictor_config.all_reduce)
+        if self._tp > 1 and (self._device is None or not self._hidden):
+            raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
+        if self._proposer is not None:
+            from vidur_specdec.hardware.devices import get_device
+            from vidur_specdec.speculation.proposers.base import ProposerContext
+
+            # the target's device (the replica's Vidur SKU when no DeviceSpec was given), TP and collective model
+            device = self._device or get_device(getattr(replica_config, "device", None) or "a100")
+            self._proposer.bind(ProposerContext(device, self._tp, self._all_reduce))
+
+    def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
+        """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer
+        time plus what the step costs beyond the layers (:mod:`~vidur_specdec.costs.step_overheads`)."""
+        target = super().get_execution_time(batch, pipeline_stage)
+        draft_ms = self._proposer.step_time_ms(StepComposition.of(batch)) if self._proposer else 0.0
+        # what Vidur added: the TP all-reduce twice per layer (after attention and after the MLP);
+        # it calls _get_tensor_parallel_communication_time only when the replica's TP > 1
+        comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
+        extra = self._overheads.cost(batch) if self._overheads is not None else None
+        return StepTime(target, draft_ms, comm_ms, extra, getattr(batch, "_specdec_k", 0))
+
+    def _tok(self, batch) -> int:
+        return batch.total_num_q_tokens
+
+    def _get_attention_layer_pre_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("attn_pre_proj", self._tok(batch))
+
+    def _get_attention_layer_post_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("attn_post_proj", self._tok(batch))
+
+    def _get_attention_rope_execution_time(self, batch) -> float:
+        return self._m.linear_ms("attn_rope", self._tok(batch))
+
+    def _get_attention_kv_cache_save_execution_time(self, batch) -> float:
+        return 0.0  # Vidur leaves KV-cache save out of the layer time
+
+    def _get_attention_decode_execution_time(self, batch) -> float:
+        comp = StepComposition.of(batch)
+        if not comp.decode_q:
+            return 0.0
+        return self._verify_cost.attention_ms(self._m, comp.decode_q, comp.decode_ctx)
+
+    def _get_attention_prefill_execution_time(self, batch) -> float:
+        m = self._m
+        return sum(m.prefill_attention_ms(kv, c) for kv, c in StepComposition.of(batch).prefill)
+
+    def _get_mlp_layer_up_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("mlp_up_proj", self._tok(batch))
+
+    def _get_mlp_layer_down_proj_execution_time(self, batch) -> float:
+        return self._m.linear_ms("mlp_down_proj", self._tok(batch))
+
+    def _get_mlp_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("mlp_act", self._tok(batch))
+
+    def _get_attn_norm_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("input_layernorm", self._tok(batch))
+
+    def _get_mlp_norm_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("post_attention_layernorm", self._tok(batch))
+
+    def _get_add_layer_act_execution_time(self, batch) -> float:
+        return self._m.linear_ms("add", self._tok(batch))
+
+    def _get_tensor_parallel_communication_time(self, batch) -> float:
+        """One all-reduce (ms) of the step's hidden states: tokens × hidden × 2 bytes (bf16) at the TP degree.
+
+        Vidur's ExecutionTime charges it twice per layer (after the attention
+        output projection and after the MLP down projection); 0 at TP 1.
+        Priced by the collective model ``engine.all_reduce`` names.
+        """
+        if self._tp <= 1:
+            return 0.0
+        return self._all_reduce(self._device, self._tp, self._tok(batch) * self._hidden * 2)
+
+    def _get_pipeline_parallel_communication_time(self, batch) -> float:
+        return 0.0  # pipeline parallel 1
+
+    def _get_kv_parallel_communication_time(self, batch) -> float:
+        return 0.0
+
+
+ExecutionTimePredictorRegistry.register(SPECDEC_PREDICTOR, SpecDecExecutionTimePredictor)

@@ -1,0 +1,70 @@
+"""Resolve once: a run config checked across layers and turned into the objects the engine runs.
+
+The config layer checks each field and the schema's own constraints
+(:func:`vidur_specdec.config.read_config`). This module adds every check that
+needs a layer above it — the model, device and tensor-parallel split
+(:func:`vidur_specdec.engine.deployment.check`), trees, schedules and
+acceptance inputs (:func:`vidur_specdec.speculation.checks.check_speculation`),
+a proposer's own keys — and imports the modules that register the allowed
+values of ``speculative.method``, ``speculative.verify_attention`` and
+``engine.all_reduce`` (:mod:`vidur_specdec.config.registry`), so a config is
+never validated against an empty registry.
+
+:func:`load` (also ``vidur_specdec.load``) is what every command, the sweep,
+tune and the notebooks call; :func:`resolve` gives the resolved objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional, Sequence, Union
+
+from vidur_specdec.config import ConfigError, RunConfig, build_config, read_config
+from vidur_specdec.costs import verify_cost  # noqa: F401 (registers speculative.verify_attention)
+from vidur_specdec.engine import deployment
+from vidur_specdec.engine.deployment import Deployment
+from vidur_specdec.hardware import collectives  # noqa: F401 (registers engine.all_reduce)
+from vidur_specdec.speculation import proposers  # noqa: F401 (registers speculative.method)
+from vidur_specdec.speculation.checks import check_speculation
+
+__all__ = ["ConfigError", "Resolved", "check", "from_dict", "load", "resolve"]
+
+
+def check(cfg: RunConfig) -> None:
+    """Every constraint across layers; :class:`ConfigError` naming the key to change."""
+    deployment.check(cfg)
+    if cfg.speculative.enabled:
+        check_speculation(cfg.speculative)
+
+
+def from_dict(data: Optional[Mapping]) -> RunConfig:
+    """A full, checked :class:`RunConfig` from a (possibly partial) mapping; missing keys take their defaults."""
+    cfg = build_config(data)
+    check(cfg)
+    return cfg
+
+
+def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[str, Sequence[str], None] = None,
+         base_dir: Union[str, Path, None] = None) -> RunConfig:
+    """Load a config from a path, a mapping or a :class:`RunConfig`, apply ``overrides`` and check it.
+
+    Paths and overrides as :func:`vidur_specdec.config.read_config`; then every
+    cross-layer check (:func:`check`). One :class:`ConfigError` line on bad input.
+    """
+    cfg = read_config(source, overrides, base_dir)
+    check(cfg)
+    return cfg
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A checked run config and what it resolves to: the deployment (models, GPU, TP)."""
+
+    config: RunConfig
+    deployment: Deployment
+
+
+def resolve(cfg: RunConfig) -> Resolved:
+    """Resolve a loaded config once; the engine passes the result down instead of re-reading the config."""
+    return Resolved(cfg, deployment.resolve(cfg))

@@ -1,0 +1,170 @@
+"""The speculative Sarathi replica scheduler (pipeline parallel 1).
+
+Sarathi builds each step from running decodes first, then running prefills,
+then new requests, under a token budget (``chunk_size``). This subclass changes
+three things for a decoding request and leaves the rest to Sarathi:
+
+* **tokens charged** — it asks for ``1 + guesses`` query tokens, where
+  ``guesses = min(k, tokens_left − 1, budget_left − 1)`` (never below 0;
+  ``budget_left`` keeps one token for each decode still to be placed, and a
+  drafter's guesses also stop at its own context limit): near its end a
+  request only guesses what it still needs, and guesses are shortened so
+  verify tokens fit the budget, as vLLM's scheduler does. A
+  decode always keeps its one token even when the budget is spent (Sarathi's
+  rule, so plain decoding is never starved and k = 0 is exactly Sarathi).
+* **lookahead KV** — a step with guesses first holds blocks for
+  ``processed + guesses + 1`` tokens (plain decodes keep Sarathi's rule); when
+  they don't fit, Sarathi's preempt-by-recompute path runs as usual.
+* **per-batch-size k** — with a schedule (vLLM's
+  ``num_speculative_tokens_per_batch_size``, :mod:`vidur_specdec.speculation.schedule`)
+  the k of a step's guesses is looked up by the number of requests scheduled
+  in the previous step, prefills included: vLLM picks k in ``schedule()``
+  from ``len(num_scheduled_tokens)`` and the drafter proposes that many
+  guesses after the step's forward, to be verified in the next step. The
+  first step uses the static k (vLLM: no request scheduled -> static k).
+  Lookahead KV stays reserved for the static maximum k, as in vLLM.
+* **tokens advanced** — each decoding request in the new batch draws its
+  accepted guesses from its own acceptance source (a seeded stream, or its
+  trace line at its output position) and is told ``(guesses, accepted)``;
+  :class:`~vidur_specdec.engine.request.SpecRequest` then advances by ``accepted + 1``.
+* **token trees** — with ``tree_nodes`` N set, a request that guesses drafts
+  the whole tree: it is charged N + 1 query tokens (or decodes plainly when
+  the budget lacks room), and its accepted guesses are the accepted path's
+  depth, capped at the tokens it still needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+from typing import Any, Dict, List, Optional, Tuple
+
+from vidur.config import SarathiSchedulerConfig
+from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
+from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
+from vidur.types import BaseIntEnum
+
+from vidur_specdec.speculation.schedule import KSchedule
+
+
+class SpecDecSchedulerType(BaseIntEnum):
+    """Registry keys of this project (values >= 100 never collide with Vidur's)."""
+
+    SPEC_SARATHI = 100
+
+
+@dataclass
+class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
+    """Sarathi's config plus k and the acceptance model (None: no speculation)."""
+
+    num_speculative_tokens: int = 0
+    acceptance: Any = None  # vidur_specdec.speculation.acceptance.AcceptanceModel or acceptance_trace.TraceAcceptance
+    tree_nodes: Optional[int] = None  # a token tree's node count: every step with guesses charges all of them
+    max_draft_context: Optional[int] = None  # the drafter's max_model_len (tokens), if a drafter proposes
+    k_schedule: Optional[List[Tuple[int, int, int]]] = None  # [(lo, hi, k)], vLLM's per-batch-size schedule
+
+    @staticmethod
+    def get_type():
+        return SpecDecSchedulerType.SPEC_SARATHI
+
+
+class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
+    """Sarathi with verify steps: charges 1 + guesses, advances accepted + 1."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        cfg: SpecSarathiSchedulerConfig = self._config
+        self._acceptance = cfg.acceptance
+        self._k_max = cfg.num_speculative_tokens if cfg.acceptance is not None else 0
+        self._k = self._k_max  # k of the step being built
+        self._schedule = (KSchedule(cfg.k_schedule, self._k_max, cfg.batch_size_cap)
+                          if cfg.k_schedule and self._k_max > 0 else None)
+        self._max_draft_context = cfg.max_draft_context
+        self._tree_nodes = cfg.tree_nodes if cfg.acceptance is not None else None
+        self._reserve: Dict[int, int] = {}  # request id -> guesses its lookahead KV is reserved for
+        self._decodes_to_place = 0  # decodes of the step being built not yet given their tokens
+
+    # ------------------------------------------------------------------ tokens charged
+    def _wanted_guesses(self, request, k: Optional[int] = None) -> int:
+        """Guesses with an unlimited budget: min(k, tokens left − 1, drafter context left).
+
+        With a token tree a request drafts the whole tree (N nodes) or nothing;
+        its accepted depth is capped at the tokens it still needs. ``k`` None is
+        the step's k (a per-batch-size schedule's, else the static one).
+        """
+        processed = request.num_processed_tokens
+        left = request.total_tokens - processed - 1
+        if self._tree_nodes is not None:
+            return self._tree_nodes if left >= 1 else 0
+        wanted = min(self._k if k is None else k, left)
+        if self._max_draft_context is not None:  # the drafter stops at its own context limit (as vLLM)
+            wanted = min(wanted, self._max_draft_context - processed)
+        return max(0, wanted)
+
+    def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
+        if not self._is_prefill_complete(request):
+            return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
+        # keep one token of the budget for every decode still to be placed in this step
+        self._decodes_to_place = max(0, self._decodes_to_place - 1)
+        budget_left = self._config.chunk_size - num_batch_tokens - self._decodes_to_place
+        guesses = max(0, min(self._wanted_guesses(request), budget_left - 1))
+        if self._tree_nodes is not None and guesses < self._tree_nodes:
+            guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
+        # lookahead KV: for this step's guesses; with a schedule, for the static maximum k (vLLM)
+        self._reserve[request.id] = guesses if self._schedule is None else \
+            max(guesses, self._wanted_guesses(request, self._k_max))
+        return 1 + guesses
+
+    # ------------------------------------------------------------------ lookahead KV
+    def _lookahead_blocks(self, request) -> int:
+        """Blocks to add so the request holds ``processed + reserved guesses + 1`` tokens."""
+        tokens = request.num_processed_tokens + self._reserve[request.id] + 1
+        return max(0, ceil(tokens / self._cache_config.block_size) - self._allocation_map[request.id])
+
+    def _speculating(self, request) -> bool:
+        return request.id in self._allocation_map and self._reserve.get(request.id, 0) > 0
+
+    def _can_allocate_request(self, request) -> bool:
+        if not self._speculating(request):
+            return super()._can_allocate_request(request)
+        free = self._cache_config.num_blocks - self._num_allocated_blocks
+        return free >= max(1, self._lookahead_blocks(request))
+
+    def _allocate_request(self, request) -> None:
+        if not self._speculating(request):
+            return super()._allocate_request(request)
+        blocks = self._lookahead_blocks(request)
+        if blocks:
+            self.allocate(request.id, blocks)
+
+    # ------------------------------------------------------------------ tokens advanced
+    def _get_next_batch(self, time: float):
+        self._reserve.clear()
+        self._decodes_to_place = min(
+            self._max_micro_batch_size,
+            sum(1 for r in self._preempted_requests if self._is_prefill_complete(r)),
+        )
+        batch = super()._get_next_batch(time)
+        if batch is None:
+            return None
+        batch._specdec_k = self._k  # the k this step's guesses were drawn with (steps.csv column k)
+        if self._schedule is not None:  # the next step's k, from this step's scheduled requests (vLLM)
+            self._k = self._schedule.k_for(len(batch.requests))
+        acc = self._acceptance
+        for request, q in zip(batch.requests, batch.num_q_tokens):
+            if not request.is_prefill_complete:
+                continue
+            guesses = q - 1
+            accepted = 0
+            if acc is not None:
+                if request.acceptance is None:
+                    request.acceptance = acc.for_request(request)
+                # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
+                limit = guesses if self._tree_nodes is None else min(guesses, request.total_tokens
+                                                                      - request.num_processed_tokens - 1)
+                accepted = request.acceptance.next(limit, request.output_position)
+            request.plan_verify(guesses, accepted)
+        return batch
+
+
+ReplicaSchedulerRegistry.register(SpecDecSchedulerType.SPEC_SARATHI, SpecSarathiReplicaScheduler)

@@ -1,0 +1,125 @@
+"""GPUs the simulator knows: spec-sheet figures, by name or from a YAML file.
+
+One place for every device figure. The analytical profile builder
+(:mod:`vidur_specdec.profiles`), the memory model and the collective model read
+them from here. ``device:`` in a run config is a built-in name (``a100``,
+``h100``, ``h200``) or the path of a YAML file with the fields of
+:class:`DeviceSpec` (see ``docs/config.md``)::
+
+    name: l40s
+    memory_bytes: 48e9        # HBM (or GDDR) capacity, bytes
+    hbm_bandwidth: 864e9      # bytes/s
+    bf16_flops: 362e12        # dense BF16 tensor-core FLOP/s (no sparsity)
+    nvlink_bandwidth: 64e9    # bytes/s per GPU, both directions together (PCIe here)
+    sms: 142                  # optional: streaming multiprocessors (default: A100's 108)
+    l2_bytes: 96e6            # optional: L2 size (default: A100's 40 MiB)
+
+Units: bytes, bytes/s, FLOP/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Dict, Mapping, Union
+
+from vidur_specdec.config import ConfigError
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+class DeviceError(ConfigError):
+    """A bad device name or device file; the message is one line naming the cause."""
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One GPU's spec-sheet figures (bytes, bytes/s, FLOP/s)."""
+
+    name: str
+    memory_bytes: int  # usable device memory as the driver reports it (nvidia-smi memory.total)
+    hbm_bandwidth: float  # bytes/s
+    bf16_flops: float  # dense BF16/FP16 tensor-core FLOP/s
+    nvlink_bandwidth: float  # bytes/s per GPU, both directions together, as spec sheets quote it
+    sms: int = 108
+    l2_bytes: int = 40 * MIB
+
+    def builder_fields(self) -> Dict:
+        """The mapping the analytical profile builder reads (its historical key names)."""
+        return {"peak_flops": self.bf16_flops, "mem_bw": self.hbm_bandwidth, "mem_bytes": self.memory_bytes,
+                "sms": self.sms, "l2_bytes": self.l2_bytes}
+
+    def to_dict(self) -> Dict:
+        return asdict(self)
+
+
+# Spec-sheet figures. Memory is what nvidia-smi reports as memory.total for the SXM
+# parts (A100 80GB: 81,920 MiB = 80 GiB; H100 SXM5 80GB: 81,559 MiB; H200 SXM: 143,771 MiB,
+# sold as "141 GB"). Compute and HBM: NVIDIA's A100 / H100 / H200 datasheets (dense BF16;
+# A100 80GB SXM HBM2e 2,039 GB/s; H100 SXM5 HBM3 3.35 TB/s; H200 SXM HBM3e 4.8 TB/s).
+# NVLink: A100 NVLink3 600 GB/s, H100/H200 NVLink4 900 GB/s per GPU (both directions).
+BUILTIN: Dict[str, DeviceSpec] = {
+    d.name: d
+    for d in (
+        DeviceSpec("a100", 80 * GIB, 2039e9, 312e12, 600e9, sms=108, l2_bytes=40 * MIB),
+        DeviceSpec("h100", 81559 * MIB, 3350e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB),
+        DeviceSpec("h200", 143771 * MIB, 4800e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB),
+    )
+}
+
+REQUIRED = ("memory_bytes", "hbm_bandwidth", "bf16_flops", "nvlink_bandwidth")
+
+
+def from_mapping(data: Mapping, where: str = "device") -> DeviceSpec:
+    """A :class:`DeviceSpec` from a mapping of its fields; :class:`DeviceError` names a missing or bad figure."""
+    if not isinstance(data, Mapping):
+        raise DeviceError(f"{where}: must be a mapping of device figures")
+    allowed = {f.name for f in fields(DeviceSpec)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise DeviceError(f"{where}: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+    for key in REQUIRED:
+        if key not in data or data[key] is None:
+            raise DeviceError(f"{where}: missing figure {key!r} (needs {', '.join(REQUIRED)})")
+    out = {"name": str(data.get("name") or Path(where).stem)}
+    for f in fields(DeviceSpec):
+        if f.name == "name" or f.name not in data:
+            continue
+        v = data[f.name]
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            raise DeviceError(f"{where}: {f.name} must be a positive number, got {data[f.name]!r}") from None
+        if not v > 0 or v != v or v == float("inf"):
+            raise DeviceError(f"{where}: {f.name} must be a positive number, got {data[f.name]!r}")
+        out[f.name] = int(v) if f.type in (int, "int") else v
+    return DeviceSpec(**out)
+
+
+def get_device(name_or_path: Union[str, Path, Mapping, DeviceSpec]) -> DeviceSpec:
+    """A built-in device by name, a YAML file of :class:`DeviceSpec` fields, or a mapping.
+
+    A relative file path was already resolved against the config that named it
+    (:func:`vidur_specdec.config.paths.resolve_paths`).
+    """
+    if isinstance(name_or_path, DeviceSpec):
+        return name_or_path
+    if isinstance(name_or_path, Mapping):
+        return from_mapping(name_or_path)
+    key = str(name_or_path)
+    if key in BUILTIN:
+        return BUILTIN[key]
+    path = Path(key).expanduser()
+    if not (key.endswith((".yaml", ".yml")) or path.is_file()):
+        raise DeviceError(f"device: unknown device {key!r}; must be one of {', '.join(BUILTIN)}, "
+                          "or the path of a YAML file of device figures")
+    if not path.is_file():
+        raise DeviceError(f"device: file not found: {path}")
+    from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise DeviceError(f"device: {path} is not valid YAML") from None
+    return from_mapping(parse_yaml_text(text, str(path), "device") or {}, where=f"device: {path}")

@@ -1,0 +1,80 @@
+"""Proposers: the time a step spends making guesses before the target verifies them.
+
+One module per proposer, each registering its class under the name
+``speculative.method`` uses (vLLM's names: ``ngram``, ``draft_model``,
+``eagle``, ``eagle3``, ``mtp``, ``medusa``; plus ``fixed``, a constant-cost
+drafter). Every module in this package is imported here, so a new proposer is
+one file (a :class:`~vidur_specdec.speculation.proposers.base.Proposer` subclass decorated
+with :func:`~vidur_specdec.speculation.proposers.base.register`) plus its docs; the config's
+``method`` choices, the results page labels and the contract test
+(``tests/test_proposer_contract.py``) all read :data:`REGISTRY`.
+
+Times are ms; a proposer's time is added to the step (no overlap with the target).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Optional
+import pkgutil
+
+from vidur_specdec.config.registry import register_choices
+from vidur_specdec.speculation.proposers.base import REGISTRY, Proposer, ProposerContext, register  # noqa: F401
+
+for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    if not _m.name.startswith("_") and _m.name not in ("base", "heads", "head_cost"):
+        importlib.import_module(f"{__name__}.{_m.name}")
+
+
+def method_names() -> tuple:
+    """``speculative.method`` choices: ``none`` plus every registered proposer, in registration order."""
+    return ("none",) + tuple(REGISTRY)
+
+
+register_choices("speculative.method", method_names)
+
+
+def label(method: str) -> str:
+    """Human label of a method for tables and the results page."""
+    cls = REGISTRY.get(method)
+    return cls.label if cls is not None else method
+
+
+def build(cfg, target_time, cache_dir=None, **context) -> Proposer:
+    """The proposer for a run config (``none`` or k = 0 costs nothing); raises ConfigError on bad input.
+
+    ``context``: ``deployment`` (resolved model/device/TP) and ``draft_time``
+    (the drafter's fitted time model, ``draft_model`` only); see
+    :meth:`Proposer.from_config`.
+    """
+    spec = cfg.speculative
+    if not spec.enabled:
+        return Proposer()
+    return REGISTRY[spec.method].from_config(cfg, target_time, cache_dir, **context)
+
+
+def weights_name(cfg) -> Optional[str]:
+    """The drafter's or head's weights for vLLM's ``speculative_config["model"]`` (None: ngram, fixed, none)."""
+    spec = cfg.speculative
+    if not spec.enabled:
+        return None
+    from vidur_specdec.architectures.models import resolve_model
+
+    return REGISTRY[spec.method].weights_name(cfg, resolve_model(cfg.model, "model"))
+
+
+def weights_columns() -> dict:
+    """``{method: config key naming its weights}`` for every registered proposer that has weights."""
+    return {name: cls.weights_key for name, cls in REGISTRY.items() if cls.weights_key}
+
+
+def head_memory(cfg, dep) -> tuple:
+    """(weight bytes, KV bytes per token) per GPU of a draft head on the target's GPUs, before any fitting.
+
+    EAGLE-family, MTP and Medusa heads; (0, 0) for the others (a draft model is
+    planned as a whole model by :func:`vidur_specdec.costs.memory.plan`).
+    """
+    spec = cfg.speculative
+    if not spec.enabled or spec.method == "draft_model":
+        return 0, 0
+    return build(cfg, None, deployment=dep).memory_bytes(dep.tp)

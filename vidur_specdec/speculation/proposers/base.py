@@ -1,0 +1,110 @@
+"""The proposer interface, its registry and what a proposer is priced against.
+
+A proposer prices one engine step from its
+:class:`~vidur_specdec.engine.predictor.StepComposition` (``step_time_ms``, ms). It may
+also occupy GPU memory (``memory_bytes``: weights, KV bytes per token), cap a
+request's context (``max_context``) and name its weights for vLLM
+(``weights_key``, :meth:`Proposer.weights_name`). Proposers that run on the target's GPUs (EAGLE-family heads,
+Medusa) are bound to the target's device and tensor-parallel size by the
+predictor (:meth:`Proposer.bind`) from the predictor config's
+``device_spec``/``tensor_parallel_size`` fields (TP 1 and the replica's device
+when those are absent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Tuple
+
+REGISTRY: Dict[str, type] = {}
+
+
+def register(name: str):
+    """Class decorator: make a proposer available as ``speculative.method: NAME``."""
+
+    def deco(cls):
+        if name in REGISTRY and REGISTRY[name] is not cls:
+            raise ValueError(f"proposer {name!r} registered twice")
+        cls.name = name
+        REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+@dataclass
+class ProposerContext:
+    """What a proposer is priced with once bound: the target's device (DeviceSpec), TP degree and all-reduce model."""
+
+    device: object = None  # vidur_specdec.hardware.devices.DeviceSpec
+    tensor_parallel_size: int = 1
+    all_reduce: Optional[Callable] = None  # (device, world, nbytes) -> ms: the run's engine.all_reduce model
+
+    def all_reduce_ms(self, tokens: int, hidden: int, tp: Optional[int] = None) -> float:
+        """One all-reduce (ms) of ``tokens`` × ``hidden`` bf16 activations among ``tp`` GPUs.
+
+        ``tp`` None is the target's TP; 0.0 at TP 1, with no tokens, or when no
+        collective model is bound. A tensor-parallel drafter layer (or head
+        layer) pays two per pass, after its attention and after its MLP, as the
+        target's layers do.
+        """
+        world = self.tensor_parallel_size if tp is None else tp
+        if world <= 1 or tokens <= 0 or self.all_reduce is None or self.device is None:
+            return 0.0
+        return float(self.all_reduce(self.device, int(world), int(tokens) * int(hidden) * 2))
+
+
+class Proposer:
+    """Base class (also the ``none`` proposer): no time, no memory."""
+
+    name = "none"
+    label = "no speculation"
+    supports_tree = False  # may speculative.speculative_token_tree be used with it
+
+    max_context: Optional[int] = None  # the drafter's own max_model_len (tokens), if any
+    weights_key: Optional[str] = None  # the config key naming the drafter's / head's weights, if any
+
+    @classmethod
+    def from_config(cls, cfg, target_time, cache_dir=None, **context) -> "Proposer":
+        """Build from a RunConfig and the target's fitted OperatorTimeModel.
+
+        ``context`` may hold ``deployment`` (the resolved
+        :class:`~vidur_specdec.engine.deployment.Deployment`) and ``draft_time`` (the
+        drafter's fitted OperatorTimeModel, for ``draft_model``).
+        """
+        return cls()
+
+    @classmethod
+    def weights_name(cls, cfg, target) -> Optional[str]:
+        """The drafter's or head's weights as vLLM's ``speculative_config["model"]`` names them, or None.
+
+        ``target`` is the target's ModelSpec (a head defaults to the known one for it).
+        """
+        return None
+
+    def bind(self, ctx: ProposerContext) -> None:
+        """Set the target's device and TP degree (called by the predictor before the first step)."""
+        self.ctx = ctx
+
+    def memory_bytes(self, tp: int = 1) -> Tuple[int, int]:
+        """(weight bytes, KV bytes per token) this proposer adds on one GPU."""
+        return 0, 0
+
+    def step_time_ms(self, comp) -> float:
+        """Proposer time of one step (ms)."""
+        return 0.0
+
+
+def guesses_of(comp):
+    """Guesses per decoding request of a step (tokens charged − 1)."""
+    return [q - 1 for q in comp.decode_q]
+
+
+def _target_spec(cfg, context):
+    """The target's ModelSpec: from the resolved deployment when given, else resolved from the config."""
+    dep = context.get("deployment")
+    if dep is not None:
+        return dep.model
+    from vidur_specdec.architectures.models import resolve_model
+
+    return resolve_model(cfg.model, "model")

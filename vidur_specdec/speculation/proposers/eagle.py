@@ -1,0 +1,103 @@
+"""``eagle``: an EAGLE head (vLLM's ``method: eagle``), sequential passes at the target's TP.
+
+The head (:mod:`~vidur_specdec.speculation.proposers.heads`) is one decoder layer at the
+target's width fed by the target's hidden states. Each pass of
+:mod:`~vidur_specdec.speculation.proposers.head_cost` (pass 1: catch-up tokens and prompt
+chunks; then one pass per guess, or per token-tree level) costs, in ms:
+
+* the layer's linear ops over the pass's tokens, read from the **target's own**
+  fitted operator model (same per-layer ops, same width, same TP) — times the
+  head's layer count;
+* the layer's attention over the head's own KV, priced by the verify-attention
+  policy (a pass with q tokens per request is a multi-query read, as a verify is);
+* the input projection ``fc`` (``fc_in_factor·hidden → hidden``, replicated on
+  every GPU), priced by the calibrated GEMM model — every pass for EAGLE
+  (embedding ⊕ feature), the first only for EAGLE-3;
+* the LM head over the pass's logit rows (:func:`vidur_specdec.costs.lm_head.lm_head_ms`,
+  vocabulary split over TP): EAGLE's is the target's full vocabulary.
+
+Not priced (under-prediction): the head's TP all-reduces, sampling / top-k of
+the drafts, and kernel-launch gaps between passes (CUDA graphs remove most).
+Head weights and KV (one layer's KV per token held) count against memory.
+"""
+
+from __future__ import annotations
+
+from vidur_specdec.costs.lm_head import lm_head_ms
+from vidur_specdec.speculation.proposers.base import _target_spec, Proposer, register
+from vidur_specdec.speculation.proposers.head_cost import attention_ms, draft_passes
+
+
+def gemm_ms(device, rows: int, k: int, n: int) -> float:
+    """A ``[rows × k] × [k × n]`` GEMM (ms) on one GPU, by the calibrated GEMM model of lm_head.py."""
+    return lm_head_ms(device, k, n, 1, rows)
+
+
+@register("eagle")
+class EagleProposer(Proposer):
+    """k sequential passes of an EAGLE-style head priced with the target's operator model."""
+
+    label = "EAGLE"
+    weights_key = "speculative.model"
+    supports_tree = True
+    fc_every_pass = True  # EAGLE: fc on every pass; EAGLE-3: first pass only
+
+    def __init__(self, head, target_time, verify, tree_levels=None) -> None:
+        self.head = head
+        self.target_time = target_time
+        self.verify = verify
+        self.tree_levels = list(tree_levels) if tree_levels else None
+
+    @classmethod
+    def from_config(cls, cfg, target_time, cache_dir=None, **context):
+        from vidur_specdec.costs import verify_cost
+        from vidur_specdec.speculation.proposers import heads
+        from vidur_specdec.speculation.tree import parse_tree
+
+        head = heads.resolve(cfg, cls.name, _target_spec(cfg, context))
+        tree = parse_tree(cfg.speculative.speculative_token_tree)
+        return cls(head, target_time, verify_cost.build(cfg.speculative), tree.levels if tree else None)
+
+    @classmethod
+    def weights_name(cls, cfg, target):
+        """``speculative.model``, else the published head chosen for the target (None for a generated one)."""
+        from vidur_specdec.speculation.proposers import heads
+
+        if cfg.speculative.model:
+            return cfg.speculative.model
+        name = heads.resolve(cfg, cls.name, target).name
+        return name if name in heads.KNOWN_HEADS else None
+
+    def memory_bytes(self, tp: int = 1):
+        return self.head.memory_bytes(tp)
+
+    def _device_tp(self):
+        ctx = getattr(self, "ctx", None)
+        if ctx is None or ctx.device is None:
+            from vidur_specdec.hardware.devices import get_device
+
+            return get_device("a100"), 1
+        return ctx.device, ctx.tensor_parallel_size
+
+    def layers_per_pass(self) -> int:
+        return self.head.num_layers
+
+    def pass_ms(self, p, first: bool, device, tp: int) -> float:
+        """One pass (ms): decoder layer(s), fc, LM head."""
+        m, h = self.target_time, self.head
+        n = p.tokens
+        layer = m.linear_sum_ms(n) + attention_ms(m, self.verify, p)
+        if h.attn_in_factor > 1:  # QKV projection reads a wider input: its GEMM is that much larger
+            layer += (h.attn_in_factor - 1) * m.linear_ms("attn_pre_proj", n)
+        t = layer * self.layers_per_pass()
+        ctx = getattr(self, "ctx", None)
+        if ctx is not None:  # the head's layers run at the target's TP: two all-reduces per layer per pass
+            t += 2 * self.layers_per_pass() * ctx.all_reduce_ms(n, h.hidden_size, tp)
+        if first or self.fc_every_pass:
+            t += gemm_ms(device, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
+        return t + lm_head_ms(device, h.hidden_size, h.output_vocab, tp, p.rows)
+
+    def step_time_ms(self, comp) -> float:
+        device, tp = self._device_tp()
+        passes = draft_passes(comp, self.tree_levels)
+        return sum(self.pass_ms(p, i == 0, device, tp) for i, p in enumerate(passes))

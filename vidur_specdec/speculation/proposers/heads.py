@@ -1,0 +1,187 @@
+"""Draft heads that run on the target's GPUs: EAGLE, EAGLE-3, MTP and Medusa, by name or from YAML.
+
+``speculative.model`` (vLLM's key for the drafter / head checkpoint) names a
+head below by its Hugging Face name, or is the path of a YAML file with the
+fields of :class:`HeadSpec`; null takes the known head of ``speculative.method``
+for the target (matched by ``targets``). Dimensions are the checkpoints'
+``config.json`` values.
+
+An EAGLE-family head is ``num_layers`` decoder layers at the target's width
+(priced by the target's own operator model, so the layer shape must equal the
+target's), fed through an input projection ``fc`` of ``fc_in_factor × hidden →
+hidden`` (EAGLE: token embedding ⊕ target feature, 2×; EAGLE-3: three target
+layers' features, 3×, only on the first pass); EAGLE-3's attention input is
+``attn_in_factor = 2`` × hidden (embedding ⊕ hidden), doubling its QKV
+projection. EAGLE and MTP share the target's LM head (full vocabulary);
+EAGLE-3 has its own over ``draft_vocab_size`` tokens. A Medusa head is
+``num_heads`` parallel residual blocks (hidden → hidden) each with its own LM
+head over the full vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Optional, Tuple
+
+
+from vidur_specdec.config import ConfigError
+
+DTYPE_BYTES = 2
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """One draft head's shape (counts, not bytes)."""
+
+    name: str
+    method: str  # eagle | eagle3 | mtp | medusa
+    hidden_size: int
+    num_heads: int = 0  # attention query heads (EAGLE-family)
+    num_kv_heads: int = 0
+    ffn_size: int = 0
+    num_layers: int = 1  # decoder layers per pass (EAGLE-family); MTP: stacked modules; Medusa: residual blocks per head
+    vocab_size: int = 32000  # the target's vocabulary (embedding and, if shared, LM head)
+    draft_vocab_size: Optional[int] = None  # EAGLE-3: its own LM head's vocabulary
+    medusa_heads: int = 0  # Medusa: parallel heads (max guesses)
+    targets: Tuple[str, ...] = ()  # target models it was trained for (for the default choice)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    @property
+    def fc_in_factor(self) -> int:
+        return 3 if self.method == "eagle3" else 2
+
+    @property
+    def attn_in_factor(self) -> int:
+        return 2 if self.method == "eagle3" else 1
+
+    @property
+    def output_vocab(self) -> int:
+        """Vocabulary of the LM head a pass runs (EAGLE-3: the reduced draft vocabulary)."""
+        if self.method == "eagle3":
+            return self.draft_vocab_size or 32000
+        return self.vocab_size
+
+    def layer_params(self, tp: int = 1) -> int:
+        """Weights of one head decoder layer on one of ``tp`` GPUs (QKV with its wider input, O, gated MLP)."""
+        h, d = self.hidden_size, self.head_dim
+        q, kv = self.num_heads // tp, -(-self.num_kv_heads // tp)
+        return self.attn_in_factor * h * d * (q + 2 * kv) + h * d * q + 3 * h * self.ffn_size // tp
+
+    def memory_bytes(self, tp: int = 1) -> Tuple[int, int]:
+        """(weight bytes, KV bytes per token) on one GPU; embeddings and shared LM heads are the target's."""
+        h = self.hidden_size
+        if self.method == "medusa":
+            per_head = self.num_layers * h * h + self.vocab_size * h // tp
+            return DTYPE_BYTES * self.medusa_heads * per_head, 0
+        params = self.num_layers * self.layer_params(tp) + self.fc_in_factor * h * h  # fc replicated
+        if self.method == "eagle3":
+            params += self.output_vocab * h // tp
+        kv = 2 * DTYPE_BYTES * self.head_dim * -(-self.num_kv_heads // tp) * self.num_layers
+        return DTYPE_BYTES * params, kv
+
+
+_L2_7B = ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-7b-chat-hf")
+_L2_13B = ("meta-llama/Llama-2-13b-hf", "meta-llama/Llama-2-13b-chat-hf")
+_L2_70B = ("meta-llama/Llama-2-70b-hf", "meta-llama/Llama-2-70b-chat-hf")
+_L31_8B = ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B", "meta-llama/Meta-Llama-3.1-8B-Instruct")
+_L3_70B = ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.3-70B-Instruct",
+           "meta-llama/Meta-Llama-3-70B-Instruct", "meta-llama/Llama-3.1-70B")
+
+KNOWN_HEADS = {
+    h.name: h
+    for h in (
+        # EAGLE (Li et al. 2024) heads for Llama-2-chat: one decoder layer at the target's shape
+        HeadSpec("yuhuili/EAGLE-llama2-chat-7B", "eagle", 4096, 32, 32, 11008, 1, 32000, targets=_L2_7B),
+        HeadSpec("yuhuili/EAGLE-llama2-chat-13B", "eagle", 5120, 40, 40, 13824, 1, 32000, targets=_L2_13B),
+        HeadSpec("yuhuili/EAGLE-llama2-chat-70B", "eagle", 8192, 64, 8, 28672, 1, 32000, targets=_L2_70B),
+        # EAGLE heads for Llama-3.x (GQA, 128k vocabulary)
+        HeadSpec("yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "eagle", 4096, 32, 8, 14336, 1, 128256, targets=_L31_8B),
+        HeadSpec("yuhuili/EAGLE-LLaMA3-Instruct-70B", "eagle", 8192, 64, 8, 28672, 1, 128256, targets=_L3_70B),
+        # EAGLE-3 (Li et al. 2025): fused 3-layer features, reduced 32k draft vocabulary
+        HeadSpec("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3", 4096, 32, 8, 14336, 1, 128256, 32000,
+                 targets=_L31_8B),
+        HeadSpec("yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "eagle3", 8192, 64, 8, 28672, 1, 128256, 32000,
+                 targets=_L3_70B),
+        # Medusa-1 heads (Cai et al. 2024) for Vicuna-7B (Llama-2-7B shape): 5 heads, one residual block each
+        HeadSpec("FasterDecoding/medusa-vicuna-7b-v1.3", "medusa", 4096, num_layers=1, vocab_size=32000,
+                 medusa_heads=5, targets=_L2_7B),
+    )
+}
+
+
+HEAD_METHODS = ("eagle", "eagle3", "mtp", "medusa")  # the methods a HeadSpec describes
+
+
+def head_from_mapping(d, where: str) -> HeadSpec:
+    """A HeadSpec from a YAML mapping; ConfigError naming ``where`` on a bad field."""
+    names = {f.name for f in fields(HeadSpec)}
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: must hold a mapping of head fields ({', '.join(sorted(names))})")
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown head field {unknown[0]}; allowed: {', '.join(sorted(names))}")
+    for key in ("method", "hidden_size"):  # the fields without a default
+        if d.get(key) is None:
+            raise ConfigError(f"{where}: missing head field {key!r} (needs method and hidden_size)")
+    if d["method"] not in HEAD_METHODS:
+        raise ConfigError(f"{where}: method must be one of {', '.join(HEAD_METHODS)}, got {d['method']!r}")
+    d = dict(d)
+    d.setdefault("name", where)
+    d["targets"] = tuple(d.get("targets") or ())
+    for k in ("hidden_size", "num_heads", "num_kv_heads", "ffn_size", "num_layers", "vocab_size",
+              "draft_vocab_size", "medusa_heads"):
+        v = d.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise ConfigError(f"{where}: {k} must be a non-negative integer, got {v!r}")
+    return HeadSpec(**d)
+
+
+def resolve(cfg, method: str, target) -> HeadSpec:
+    """The head a run uses: ``speculative.model`` (name or YAML) or the known head for the target."""
+    name = cfg.speculative.model
+    key = "speculative.model"
+    if name is None:
+        found = [h for h in KNOWN_HEADS.values() if h.method == method and target.name in h.targets]
+        if found:
+            head = found[0]
+        elif method in ("mtp", "medusa"):  # no published Llama heads: one module / five heads at the target's shape
+            head = HeadSpec(f"{method} head for {target.name}", method, target.hidden_size, target.num_heads,
+                            target.num_kv_heads, target.ffn_size, 1, target.vocab_size,
+                            medusa_heads=5 if method == "medusa" else 0)
+        else:
+            known = [h.name for h in KNOWN_HEADS.values() if h.method == method]
+            raise ConfigError(f"{key}: no known {method} head for {target.name}; name one of "
+                              f"{', '.join(known)} or a YAML file of head fields")
+    elif name in KNOWN_HEADS:
+        head = KNOWN_HEADS[name]
+    elif name.endswith((".yaml", ".yml")) or Path(name).is_file():
+        p = Path(name).expanduser()
+        if not p.is_file():
+            raise ConfigError(f"{key}: file not found: {p}")
+        from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
+
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            raise ConfigError(f"{key}: {p} is not valid YAML") from None
+        head = head_from_mapping(parse_yaml_text(text, str(p), key), f"{key}: {p}")
+    else:
+        raise ConfigError(f"{key}: unknown head {name!r}; known: {', '.join(KNOWN_HEADS)}; or a YAML file")
+    if head.method != method:
+        raise ConfigError(f"{key}: {head.name} is a {head.method} head, but speculative.method is {method}")
+    if head.hidden_size != target.hidden_size or head.vocab_size != target.vocab_size:
+        raise ConfigError(f"{key}: {head.name} has hidden {head.hidden_size} / vocab {head.vocab_size}; "
+                          f"the target {target.name} has {target.hidden_size} / {target.vocab_size}")
+    if method != "medusa" and (head.num_heads, head.num_kv_heads, head.ffn_size) != (
+            target.num_heads, target.num_kv_heads, target.ffn_size):
+        raise ConfigError(f"{key}: {head.name}'s layer (heads {head.num_heads}, kv heads {head.num_kv_heads}, "
+                          f"ffn {head.ffn_size}) differs from {target.name}'s; it is priced by the target's profile")
+    if method == "eagle3" and cfg.speculative.draft_vocab_size is not None:
+        from dataclasses import replace
+
+        head = replace(head, draft_vocab_size=cfg.speculative.draft_vocab_size)
+    return head
