@@ -68,3 +68,14 @@ class Resolved:
 def resolve(cfg: RunConfig) -> Resolved:
     """Resolve a loaded config once; the engine passes the result down instead of re-reading the config."""
     return Resolved(cfg, deployment.resolve(cfg))
+
+
+def priced(cfg: RunConfig, dep: Deployment, longest_tokens: int):
+    """The fitted target model and the bound-to-be proposer of a resolved run: ``(target, proposer, choices)``.
+
+    Profiles chosen and fitted once (:func:`vidur_specdec.engine.deployment.time_models`), the drafter's
+    model handed to the proposer; one place for the simulation and the validation cost model.
+    """
+    target, draft_time, choices = deployment.time_models(cfg, dep, longest_tokens)
+    proposer = proposers.build(cfg, target, cfg.predictor.cache_dir, deployment=dep, draft_time=draft_time)
+    return target, proposer, choices

@@ -50,7 +50,7 @@ from vidur_specdec.speculation import proposers
 from vidur_specdec.costs import step_overheads
 from vidur_specdec.costs import verify_cost
 from vidur_specdec.config import ConfigError, RunConfig
-from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.resolve import load, priced, resolve
 from vidur_specdec.engine.warnings import config_warnings
 from vidur_specdec.engine.metrics import StepRecorder, requests_frame, summarize
 from vidur_specdec.engine.deployment import Deployment
@@ -244,7 +244,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     before the profiles are built or fitted.
     """
     spec = cfg.speculative
-    dep = deployment.resolve(cfg)
+    dep = resolve(cfg).deployment
     model, draft_spec = dep.model, dep.draft
     acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
     specs = deployment.run_requests(cfg, acceptance)  # a trace's lengths stay paired with its acceptance
@@ -257,13 +257,12 @@ def prepare(cfg: RunConfig) -> Prepared:
     mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
     gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
     warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
-    target, draft_time, choices = deployment.time_models(cfg, dep, deployment.longest_request_tokens(cfg, specs))
+    target, proposer, choices = priced(cfg, dep, deployment.longest_request_tokens(cfg, specs))
     t = choices["target"]
     files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
     if draft_spec is not None:
         d = choices["draft"]
         files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
-    proposer = proposers.build(cfg, target, cfg.predictor.cache_dir, deployment=dep, draft_time=draft_time)
     predictor = SpecDecPredictorConfig(
         target=target,
         verify_cost=verify_cost.build(spec),
@@ -305,7 +304,7 @@ def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=No
     are bookkeeping only (see :meth:`Deployment.vidur_device_sku`); the predictor
     and memory plan use the run's own :class:`~vidur_specdec.hardware.devices.DeviceSpec`.
     """
-    dep = p.deployment or deployment.resolve(p.cfg)
+    dep = p.deployment
     sku = dep.vidur_device_sku()
     replica = ReplicaConfig(
         model_name=vidur_model_name(p.model), num_pipeline_stages=1, tensor_parallel_size=dep.tp,

@@ -21,7 +21,7 @@ from vidur_specdec.config import (
     set_dotted,
 )
 from vidur_specdec.engine.resolve import from_dict
-from vidur_specdec.sweep.digest import _canon, _sha, profile_digests
+from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS
 
 SWEEP_KEYS = ("sweep", "base", "grid", "rows")
@@ -60,7 +60,7 @@ class SweepRow:
         return not self.config.speculative.enabled
 
     def describe(self) -> str:
-        return ", ".join(f"{k}={_fmt_value(v)}" for k, v in self.overrides.items()) or "base config"
+        return ", ".join(f"{k}={fmt_value(v)}" for k, v in self.overrides.items()) or "base config"
 
 
 @dataclass
@@ -92,7 +92,7 @@ _KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def _fmt_value(v) -> str:
+def fmt_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if v is None:
@@ -248,19 +248,19 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
                 set_dotted(data_i, k, v)  # mappings merge into sections key by key
             cfg = _normalise(from_dict(data_i))
         except ConfigError as e:
-            raise ConfigError(f"{where} (sweep row {i}: {', '.join(f'{k}={_fmt_value(v)}' for k, v in ov.items())}): "
+            raise ConfigError(f"{where} (sweep row {i}: {', '.join(f'{k}={fmt_value(v)}' for k, v in ov.items())}): "
                               f"{e}") from None
         d = identity(cfg)
-        rid = _sha(_canon(d))
+        rid = short_sha(canonical_json(d))
         if rid in seen:
             j = seen[rid]
             why = " (speculation is off in both, so their speculative.* keys have no effect)" \
                 if not cfg.speculative.enabled else ""
             raise ConfigError(f"{where}: sweep rows {j} and {i} are the same run{why}: "
-                              f"{out[j].describe()} | {', '.join(f'{k}={_fmt_value(v)}' for k, v in ov.items())}")
+                              f"{out[j].describe()} | {', '.join(f'{k}={fmt_value(v)}' for k, v in ov.items())}")
         seen[rid] = i
         d.pop("speculative")
-        out.append(SweepRow(i, ov, cfg, rid, _sha(_canon(d))))
+        out.append(SweepRow(i, ov, cfg, rid, short_sha(canonical_json(d))))
 
     # parameter columns: the standard ones, then any other varied key in order of first appearance
     std_keys = {k for _, k in STANDARD_PARAMS}
@@ -283,6 +283,6 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
         profiles.update(profile_digests(r.config))
     from vidur_specdec import __version__
 
-    sweep_hash = _sha(_canon({"format": JOURNAL_FORMAT, "rows": [r.row_id for r in out], "columns": columns,
+    sweep_hash = short_sha(canonical_json({"format": JOURNAL_FORMAT, "rows": [r.row_id for r in out], "columns": columns,
                               "profiles": profiles, "version": __version__}))
     return Sweep(sweep_name, description, out, columns, params, sweep_hash, src, baseline_of)

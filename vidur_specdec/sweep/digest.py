@@ -10,11 +10,11 @@ from typing import Dict, List, Optional, Union
 from vidur_specdec.config import RunConfig
 
 
-def _canon(obj) -> str:
+def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
-def _sha(text: Union[str, bytes], n: int = 16) -> str:
+def short_sha(text: Union[str, bytes], n: int = 16) -> str:
     if isinstance(text, str):
         text = text.encode()
     return hashlib.sha256(text).hexdigest()[:n]

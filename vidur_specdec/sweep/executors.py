@@ -42,7 +42,7 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def _run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Callable,
+def run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Callable,
                fn: Callable[[Dict], Dict] = run_row) -> None:
     """Run ``fn(row.config_dict)`` for rows on ``jobs`` local processes (inline when 1); ``on_done(row, result)``
     in the parent. ``fn`` must be picklable (a module-level function or a partial of one)."""
@@ -129,7 +129,7 @@ def _call(fn: Callable[[Dict], Dict], config_dict: Dict) -> Dict:
     return fn(config_dict)
 
 
-def _run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: Callable,
+def run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: Callable,
              fn: Callable[[Dict], Dict] = run_row) -> None:
     try:
         import ray

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Union
 
 from vidur_specdec.config import ConfigError
-from vidur_specdec.sweep.definition import JOURNAL_FORMAT, Sweep, SweepRow, _canon
+from vidur_specdec.sweep.definition import JOURNAL_FORMAT, Sweep, SweepRow, canonical_json
 from vidur_specdec.sweep.digest import code_digest, profile_digests
-from vidur_specdec.sweep.executors import _run_local, _run_ray, check_executor, default_jobs
+from vidur_specdec.sweep.executors import run_local, run_ray, check_executor, default_jobs
 from vidur_specdec.sweep.journal import Journal
 from vidur_specdec.sweep.lock import FolderLock
-from vidur_specdec.sweep.table import _atomic_write, _csv_sweep_hash, csv_text
+from vidur_specdec.sweep.table import atomic_write, _csv_sweep_hash, csv_text
 
 
 @dataclass
@@ -80,7 +80,7 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
     warm: List[Dict] = []
     seen_inputs = set()
     for r in pending:
-        key = _canon([r.config.profiles, r.config.device, r.config.model, r.config.speculative.method,
+        key = canonical_json([r.config.profiles, r.config.device, r.config.model, r.config.speculative.method,
                       r.config.speculative.draft_model, r.config.speculative.draft_profiles])
         try:
             from vidur_specdec.engine.simulation import prepare
@@ -128,13 +128,13 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
     t0 = time.perf_counter()
     try:
         if executor == "ray":
-            _run_ray(pending, jobs, address, on_done)
+            run_ray(pending, jobs, address, on_done)
         else:
-            _run_local(pending, jobs, warm, on_done)
+            run_local(pending, jobs, warm, on_done)
     finally:
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - t0
     text = csv_text(sweep, {i: obj["metrics"] for i, obj in journal.done.items()})
-    _atomic_write(csv_path, text)
+    atomic_write(csv_path, text)
     return SweepRun(csv_path, len(sweep.rows), len(pending), len(sweep.rows) - len(pending), wall, walls)

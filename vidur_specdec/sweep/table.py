@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional
 
-from vidur_specdec.sweep.definition import Sweep, _fmt_value, _get_dotted
+from vidur_specdec.sweep.definition import Sweep, fmt_value, _get_dotted
 from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS
 
 FLOAT_FORMAT = "%.6f"
@@ -21,7 +21,7 @@ def _fmt_cell(v, is_metric: bool = False, is_int: bool = False) -> str:
         if is_int:
             return str(int(v))
         return FLOAT_FORMAT % v
-    return _fmt_value(v)
+    return fmt_value(v)
 
 
 def csv_text(sweep: Sweep, results: Mapping[int, Dict], only: Optional[Iterable[int]] = None) -> str:
@@ -67,7 +67,7 @@ def csv_text(sweep: Sweep, results: Mapping[int, Dict], only: Optional[Iterable[
     return buf.getvalue()
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         with open(tmp, "w", newline="") as f:

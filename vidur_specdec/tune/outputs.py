@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from vidur_specdec.config import RunConfig
-from vidur_specdec.sweep.definition import _fmt_value
-from vidur_specdec.sweep.table import FLOAT_FORMAT, _atomic_write
+from vidur_specdec.sweep.definition import fmt_value
+from vidur_specdec.sweep.table import FLOAT_FORMAT, atomic_write
 from vidur_specdec.tune.points import TUNE_METRICS, Evaluator, Point, Setting, setting_overrides
 from vidur_specdec.tune.search import TuneResult, speedup
 
@@ -84,7 +84,7 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict) -> Dict:
     for c in res.checks:
         ov = dict(ax.overrides(c["load"]))
         ov.update(setting_overrides(ev.base, sched))
-        reproduce[ax.fmt(c["load"])] = [f"{k}={_fmt_value(v)}" for k, v in ov.items()]
+        reproduce[ax.fmt(c["load"])] = [f"{k}={fmt_value(v)}" for k, v in ov.items()]
     return {
         "load_unit": ax.name,
         "crossover": {str(k): _r(v) for k, v in sorted(res.crossover.items())},
@@ -119,8 +119,8 @@ def write_all(out_dir: Path, ev: Evaluator, res: TuneResult, options: Dict, meet
                        ("summary.json", json.dumps(summ, indent=1, sort_keys=True) + "\n"),
                        ("speculative_config.json",
                         json.dumps(summ["speculative_config"], separators=(", ", ": ")) + "\n")):
-        _atomic_write(out_dir / name, body)
+        atomic_write(out_dir / name, body)
         paths.append(out_dir / name)
-    _atomic_write(out_dir / "tune.html", build_page(out_dir / "tune.csv"))
+    atomic_write(out_dir / "tune.html", build_page(out_dir / "tune.csv"))
     paths.append(out_dir / "tune.html")
     return paths

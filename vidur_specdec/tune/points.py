@@ -21,8 +21,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.definition import SweepRow, identity
-from vidur_specdec.sweep.digest import _canon, _sha, code_digest, profile_digests
-from vidur_specdec.sweep.executors import _run_local, _run_ray
+from vidur_specdec.sweep.digest import canonical_json, short_sha, code_digest, profile_digests
+from vidur_specdec.sweep.executors import run_local, run_ray
 from vidur_specdec.sweep.journal import Journal
 from vidur_specdec.sweep.worker import METRIC_COLUMNS, metrics_problem, row_metrics
 
@@ -195,7 +195,7 @@ class Point:
 
 def _tune_code() -> str:
     """The simulator's code digest plus this module's (it computes goodput)."""
-    return _sha(code_digest() + Path(__file__).read_text())
+    return short_sha(code_digest() + Path(__file__).read_text())
 
 
 class Evaluator:
@@ -208,7 +208,7 @@ class Evaluator:
         self.jobs, self.executor, self.address, self.log = jobs, executor, address, log
         from vidur_specdec import __version__
 
-        self.tune_hash = _sha(_canon({"format": TUNE_FORMAT, "base": identity(base), "axis": axis.name,
+        self.tune_hash = short_sha(canonical_json({"format": TUNE_FORMAT, "base": identity(base), "axis": axis.name,
                                       "slo": slo, "options": options, "version": __version__,
                                       "profiles": profile_digests(base)}))
         self.code = _tune_code()
@@ -236,7 +236,7 @@ class Evaluator:
             cfg = build_config(self.base, ov)
         except ConfigError as e:
             raise ConfigError(f"tune point ({self.axis.name} {self.axis.fmt(load)}, {setting.label}): {e}") from None
-        rid = _sha(_canon(identity(cfg)))
+        rid = short_sha(canonical_json(identity(cfg)))
         p = self._by_id.get(rid)
         if p is None:
             p = Point(len(self.points), phase, load, setting, ov, cfg, rid)
@@ -273,10 +273,10 @@ class Evaluator:
 
         self.simulated += len(rows)
         if self.executor == "ray":
-            _run_ray(rows, self.jobs, self.address, on_done, fn=self._fn)
+            run_ray(rows, self.jobs, self.address, on_done, fn=self._fn)
         else:
             warm = [rows[0].config_dict]
-            _run_local(rows, self.jobs, warm, on_done, fn=self._fn)
+            run_local(rows, self.jobs, warm, on_done, fn=self._fn)
 
     def metrics(self, phase: str, load: float, setting: Setting) -> Dict:
         p = self.point(phase, load, setting)

@@ -57,16 +57,15 @@ class CostModel:
     def from_config(cls, cfg) -> "CostModel":
         """The cost model a simulation of ``cfg`` (a RunConfig) uses: same profiles, policy, proposer."""
         from vidur_specdec.engine import deployment
-        from vidur_specdec.speculation import proposers
+        from vidur_specdec.engine.resolve import priced, resolve
         from vidur_specdec.costs import step_overheads
         from vidur_specdec.costs import verify_cost
         from vidur_specdec.hardware.collectives import all_reduce_model
         from vidur_specdec.speculation.proposers.base import ProposerContext
 
         spec = cfg.speculative
-        dep = deployment.resolve(cfg)
-        target, draft_time, _ = deployment.time_models(cfg, dep, deployment.longest_request_tokens(cfg))
-        proposer = proposers.build(cfg, target, cfg.predictor.cache_dir, deployment=dep, draft_time=draft_time)
+        dep = resolve(cfg).deployment
+        target, proposer, _ = priced(cfg, dep, deployment.longest_request_tokens(cfg))
         proposer.bind(ProposerContext(dep.device, dep.tp, all_reduce_model(cfg.engine.all_reduce)))
         return cls(target, dep.model.num_layers, verify_cost.build(spec), proposer, cfg.model,
                    step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp))

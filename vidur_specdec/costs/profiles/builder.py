@@ -143,7 +143,7 @@ def _stream_ms(nbytes, device: Mapping, op: Mapping, l2: Mapping, tokens=None, t
     return t * 1e3 + op["launch_ms"]
 
 
-def _gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
+def gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
     """[tokens x k] x [k x n] GEMM (2*t*k*n FLOPs; reads input and weights, writes output).
 
     Compute time blends the ideal time with the wave-quantised one (whole waves of
@@ -188,17 +188,17 @@ def mlp_op_times(
         "emb": _stream_ms(act * (1.0 + em["shard_read"] / tp) + 8 * t, device, em, l2),
         # read x, write y, read the weight vector (not sharded by tp); one block per token
         "input_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
-        "attn_pre_proj": _gemm_ms(t, h, (qh + 2 * kvh) * hd, device, g, b),
+        "attn_pre_proj": gemm_ms(t, h, (qh + 2 * kvh) * hd, device, g, b),
         # rotate q and k in place: read + write; one block per token
         "attn_rope": _stream_ms(
             2 * t * (qh + kvh) * hd * b, device, e["attn_rope"], l2, t, 2 * (qh + kvh) * hd * b, blk
         ),
-        "attn_post_proj": _gemm_ms(t, qh * hd, h, device, g, b),
+        "attn_post_proj": gemm_ms(t, qh * hd, h, device, g, b),
         "post_attention_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
-        "mlp_up_proj": _gemm_ms(t, h, 2 * ffn, device, g, b),
+        "mlp_up_proj": gemm_ms(t, h, 2 * ffn, device, g, b),
         # read gate and up, write their product; one block per token
         "mlp_act": _stream_ms(3 * t * ffn * b, device, e["mlp_act"], l2, t, 3 * ffn * b, blk),
-        "mlp_down_proj": _gemm_ms(t, ffn, h, device, g, b),
+        "mlp_down_proj": gemm_ms(t, ffn, h, device, g, b),
         # residual add: read two, write one (not sharded by tp); a flat elementwise kernel
         "add": _stream_ms(3 * act, device, e["add"], l2),
     }
