@@ -61,6 +61,8 @@ def _add_replay(p) -> None:
     p.add_argument("--model", help="model name sent to the server (default: the first of GET /v1/models)")
     p.add_argument("--timeout-s", type=float, default=600.0, help="per-request limit, send to last token (s)")
     p.add_argument("--api-key", help="sent as 'Authorization: Bearer KEY' (a server started with --api-key)")
+    p.add_argument("--deadline-s", type=float, default=30.0,
+                   help="whole-request limit of GET /metrics and /v1/models, however slowly the server answers (s)")
     p.add_argument("--settle-s", type=float, default=1.0,
                    help="wait this long after the last response before scraping /metrics again (s)")
 
@@ -160,6 +162,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="fake-model")
+    p.add_argument("--metrics-fault", choices=("garbage", "trickle"),
+                   help="GET /metrics answers garbage, or one byte every 2 s (to test a client's deadline)")
     for mode in ("fail", "abort", "hang"):
         p.add_argument(f"--{mode}", nargs="+", default=[], metavar="REQUEST_ID",
                        help=f"{mode} these requests (by X-Request-Id)")
@@ -182,10 +186,12 @@ def _generate(args, cfg, out: Path):
     return df
 
 
-def _scrape_text(url: str):
+def _scrape_text(url: str, deadline_s: Optional[float] = None):
     from vidur_specdec.validate.counters import scrape
 
-    return scrape(url)
+    if deadline_s is not None and not deadline_s > 0:
+        raise ConfigError(f"--deadline-s: must be > 0, got {deadline_s}")
+    return scrape(url, deadline_s=deadline_s)
 
 
 def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require_measured: bool = False):
@@ -195,14 +201,14 @@ def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require
     if args.timeout_s <= 0:
         raise ConfigError(f"--timeout-s: must be > 0, got {args.timeout_s}")
     if scrape and before is None:
-        before = _scrape_text(url)
-    model = args.model or fetch_model_name(url, api_key=args.api_key)
+        before = _scrape_text(url, args.deadline_s)
+    model = args.model or fetch_model_name(url, api_key=args.api_key, deadline_s=args.deadline_s)
     res = replay(url, trace, model, args.timeout_s, api_key=args.api_key)
     errors = res.frame.loc[res.frame["status"] != "ok", "error"].dropna().astype(str)
     if len(errors):
         res.stats["top_error"] = f"{errors.value_counts().index[0][:120]} ({errors.value_counts().iloc[0]}x)"
-    if require_measured:
-        check_measured(res.stats)  # before anything is written
+    if require_measured or not res.stats.get("status_counts", {}).get("ok", 0):
+        check_measured(res.stats)  # before anything is written; a server that answered nothing failed (exit 3)
     else:
         try:
             check_measured(res.stats)
@@ -217,7 +223,7 @@ def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require
     after = None
     if scrape:
         time.sleep(max(0.0, args.settle_s))
-        after = _scrape_text(url)
+        after = _scrape_text(url, args.deadline_s)
         write_text(out / "metrics_before.prom", before.text)
         write_text(out / "metrics_after.prom", after.text)
     s = res.stats
@@ -405,7 +411,7 @@ def cmd_run(args) -> int:
         from vidur_specdec.validate.workload import with_token_ids
 
         source = with_token_ids(load_trace(args.trace), cfg.seed if args.seed is None else args.seed)
-    before = _scrape_text(url)  # the server must answer before anything is written
+    before = _scrape_text(url, args.deadline_s)  # the server must answer before anything is written
     _clear_out(args, out)
     created = not out.exists()
     found = {} if created else _stamps(out)
@@ -487,7 +493,7 @@ def cmd_fake_server(args) -> int:
                                per_req_ms=args.per_req_ms, per_token_ms=args.per_token_ms, step_time_fn=step_fn,
                                max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                                num_gpu_blocks=args.num_gpu_blocks, block_size=args.block_size, seed=args.seed,
-                               model=args.model, faults=faults)
+                               model=args.model, faults=faults, metrics_fault=args.metrics_fault)
     except ValueError as e:
         raise ConfigError(f"--per-position: {e}") from None
 
