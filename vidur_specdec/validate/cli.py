@@ -130,8 +130,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder")
     _add_overwrite(p)
     _add_config(p, required=False)
-    for key in ("gpu", "target", "split", "drafter", "k", "c", "start"):
-        p.add_argument(f"--{key}", help=f"keep only runs with this {key}")
+    for key in ("gpu", "target", "split", "drafter", "k", "c", "start", "mode"):
+        p.add_argument(f"--{key}", help=f"keep only runs with this {key} (any case; none matching is an error)")
     p.add_argument("--max-steps", type=int, help="cost-model check: at most this many steps per run (evenly spaced)")
     p.add_argument("--times-unit", choices=("s", "ms"), default="s", help="unit of requests.times")
 
@@ -364,7 +364,7 @@ def cmd_steps(args) -> int:
         cost_model = CostModel.from_config(cfg)
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps: must be >= 1, got {args.max_steps}")
-    filters = {k: getattr(args, k) for k in ("gpu", "target", "split", "drafter", "k", "c", "start")}
+    filters = {k: getattr(args, k) for k in ("gpu", "target", "split", "drafter", "k", "c", "start", "mode")}
     out = _out_folder(args, "validate steps")
     tables = analyze(args.root, cost_model, filters, args.max_steps, args.times_unit)
     warnings = []
