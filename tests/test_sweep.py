@@ -234,8 +234,14 @@ def test_changed_config_and_foreign_csv_are_refused(reference, tmp_path):
     assert (other / "tiny.csv").read_text() == "a,b\n1,2\n"
     assert sorted(f.name for f in other.iterdir()) == ["tiny.csv"]
 
-    # the CLI: one line, exit 2; --overwrite replaces
-    p = write(tmp_path / "other", changed, "tiny.yaml")
+    # the CLI: one line, exit 2; --overwrite replaces (the sweep file lives outside the output folder:
+    # a folder holding files a sweep did not write is refused)
+    import shutil
+
+    shutil.rmtree(other)
+    cfg_dir = tmp_path.parent / f"{tmp_path.name}-cfg"
+    cfg_dir.mkdir(exist_ok=True)
+    p = write(cfg_dir, changed, "tiny.yaml")
     r = cli("--config", p, "--output-dir", tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "different sweep" in r.stderr
     r = cli("--config", p, "--output-dir", tmp_path, "--overwrite")

@@ -21,7 +21,8 @@ stderr and a documented exit status, nothing half-written:
 2     bad input: a config key, a file, a folder, a permission, an encoding
       (:class:`~vidur_specdec.config.ConfigError`, ``OSError``)
 3     a failed external service: the server under validation did not answer,
-      or answered too few requests (:class:`ServiceError`)
+      answered too few requests or sent garbage, or a sweep/tune worker process
+      died (:class:`ServiceError`; a sweep or tune rerun resumes)
 130   interrupted (Ctrl-C); a sweep keeps its finished rows and resumes
 ====  ======================================================================
 """

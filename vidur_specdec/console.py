@@ -8,7 +8,8 @@ stderr and a documented exit status, nothing half-written:
 2     bad input: a config key, a file, a folder, a permission, an encoding
       (:class:`~vidur_specdec.config.ConfigError`, ``OSError``)
 3     a failed external service: the server under validation did not answer,
-      or answered too few requests (:class:`ServiceError`)
+      answered too few requests or sent garbage, or a sweep/tune worker process
+      died (:class:`ServiceError`; a sweep or tune rerun resumes)
 130   interrupted (Ctrl-C); a sweep keeps its finished rows and resumes
 ====  ======================================================================
 
@@ -82,8 +83,15 @@ def add_executor(p: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- one error path
 
 
+MAX_WORD_CHARS = 200  # a word (a value, a path) longer than this is cut in error messages
+
+
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split()) or "(no message)"
+    """``text`` on one line, each overlong word (a 10 MB value quoted back) cut to :data:`MAX_WORD_CHARS`."""
+    words = str(text).split()
+    words = [w if len(w) <= MAX_WORD_CHARS else f"{w[:MAX_WORD_CHARS - 40]}...({len(w):,} characters)"
+             for w in words]
+    return " ".join(words) or "(no message)"
 
 
 def _os_error_text(e: OSError) -> str:

@@ -86,25 +86,17 @@ class RunFolder:
             self._check_writable(self.default_parent)
             return
         p, opt = self.requested, self.option
-        if p.exists() and not p.is_dir():
-            raise ConfigError(f"{opt}: {p} exists and is not a folder")
-        if p.is_dir():
-            try:
-                entries = sorted(e.name for e in p.iterdir())
-            except OSError as e:
-                raise ConfigError(f"{opt}: cannot read {p}: {e.strerror or e}") from None
-            if entries and not self.overwrite:
-                raise ConfigError(f"{opt}: {p} is not empty; choose another folder, or pass --overwrite "
-                                  "to replace the run in it")
-            foreign = [n for n in entries if n not in self.own_files]
-            if foreign:
-                raise ConfigError(f"{opt}: {p} holds files that are not a run's output ({', '.join(foreign[:3])}"
-                                  f"{', ...' if len(foreign) > 3 else ''}); choose another folder")
+        from vidur_specdec import outfolder
+
+        outfolder.check(p, "run", self.overwrite, opt, resumes=False)
         self._check_writable(p.parent)  # the results are renamed into place from a sibling folder
 
     def _check_writable(self, folder: Path) -> None:
         """The nearest existing folder at or above ``folder`` must be a folder we can create files in."""
         opt = self.option
+        from vidur_specdec.outfolder import stat_path
+
+        stat_path(folder, opt)  # a symlink loop: one line naming the user's path
         probe = Path(os.path.abspath(folder))
         while not probe.exists():
             if probe.parent == probe:
@@ -233,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_one(args: argparse.Namespace) -> int:
     cfg = load(args.config, args.overrides)
+    RunFolder(args.output_dir, overwrite=getattr(args, "overwrite", False)).check()  # before any work
     from vidur_specdec.engine.simulation import prepare, run_prepared
 
     prepared = prepare(cfg)

@@ -184,6 +184,14 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     return model_from_dict(d, where)
 
 
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the OS refuses (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model") -> ModelSpec:
     """The :class:`ModelSpec` that ``model:`` (or ``speculative.draft_model``) names.
 
@@ -201,10 +209,10 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     if name in KNOWN_MODELS:
         return KNOWN_MODELS[name]
     path = Path(name).expanduser()
-    if not (name.endswith((".json", ".yaml", ".yml")) or path.is_file()):
+    if not (name.endswith((".json", ".yaml", ".yml")) or _is_file(path)):
         raise ModelError(f"{key}: unknown model {name!r}; must be one of {', '.join(KNOWN_MODELS)}, "
                          "or the path of a Hugging Face config.json or a YAML of ModelSpec fields")
-    if not path.is_file():
+    if not _is_file(path):
         raise ModelError(f"{key}: file not found: {path}")
     where = f"{key}: {path}"
     try:

@@ -8,12 +8,35 @@ Everything here works on plain mappings, before validation
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import yaml
 
 from vidur_specdec.config.errors import ConfigError
+
+MAX_YAML_DEPTH = 100  # nesting levels of mappings and lists in one config file or --set value
+MAX_YAML_VALUES = 1_000_000  # values (scalars, lists, mappings) once YAML aliases are expanded
+MAX_YAML_BYTES = 1 << 20  # a config file (or one --set value) is at most 1 MiB of text
+MAX_SHOWN_CHARS = 80  # a value quoted in an error message is cut to this many characters
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading ``1e6``, ``5e-1`` and ``-2E+3`` as numbers (YAML 1.1 reads them as text)."""
+
+
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
+def shown(value, limit: int = MAX_SHOWN_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters (with the full length), for one-line messages."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def parse_set(assignment: str) -> tuple:
@@ -25,7 +48,7 @@ def parse_set(assignment: str) -> tuple:
     if not key:
         raise ConfigError(f"--set {assignment}: empty key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = _load_bounded(raw, f"--set {key}") if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -84,26 +107,92 @@ def apply_overrides(data: Dict, overrides: Union[str, Sequence[str], None]) -> D
 
 
 def _duplicate_key(node, path: str = ""):
-    """The first repeated key in a composed YAML tree: ``(dotted path, first line, repeat line)`` or None."""
-    if isinstance(node, yaml.MappingNode):
-        seen: Dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            line = key_node.start_mark.line + 1
-            here = f"{path}.{key}" if path else str(key)
-            if key is not None and key_node.tag != "tag:yaml.org,2002:merge":
-                if key in seen:
-                    return here, seen[key], line
-                seen[key] = line
-            found = _duplicate_key(value_node, here)
-            if found:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            found = _duplicate_key(item, f"{path}[{i}]")
-            if found:
-                return found
+    """The first repeated key in a composed YAML tree: ``(dotted path, first line, repeat line)`` or None.
+
+    Each node is visited once, however many aliases point at it (a node reached again through an
+    alias was checked the first time), so a small file of nested aliases takes linear time.
+    """
+    seen_nodes = set()
+    stack = [(node, path)]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            seen: Dict[Any, int] = {}
+            children = []
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                line = key_node.start_mark.line + 1
+                here = f"{path}.{key}" if path else str(key)
+                if key is not None and key_node.tag != "tag:yaml.org,2002:merge":
+                    if key in seen:
+                        return here, seen[key], line
+                    seen[key] = line
+                children.append((value_node, here))
+            stack.extend(reversed(children))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed([(item, f"{path}[{i}]") for i, item in enumerate(node.value)]))
     return None
+
+
+def _expanded_size(root) -> tuple:
+    """(values once every alias is expanded, deepest nesting) of a composed YAML tree, in linear time."""
+    size: Dict[int, int] = {}
+    depth: Dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in size:
+            continue
+        kids = []
+        if isinstance(node, yaml.MappingNode):
+            kids = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        if not done:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+            continue
+        size[id(node)] = min(1 + sum(size.get(id(k), 0) for k in kids), 10 * MAX_YAML_VALUES)
+        depth[id(node)] = (1 + max((depth.get(id(k), 0) for k in kids), default=0)) if kids else 0
+    return size.get(id(root), 0), depth.get(id(root), 0)
+
+
+def _load_bounded(text: str, where: str, what: Optional[str] = None):
+    """Parse YAML with this module's loader, refusing deep nesting and alias bombs (one-line ConfigError).
+
+    Limits: :data:`MAX_YAML_BYTES` characters of text, :data:`MAX_YAML_DEPTH` nested levels,
+    :data:`MAX_YAML_VALUES` values after alias expansion. Raises ``yaml.YAMLError`` for a syntax error (the caller words it).
+    """
+    label = f"{what}: {where}" if what else where
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{label} is {len(text):,} characters long; a config is at most {MAX_YAML_BYTES:,} "
+                          "(1 MiB): a value that long is not a config value")
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except RecursionError:
+        raise ConfigError(f"{label} is nested too deeply (more than {MAX_YAML_DEPTH} levels of lists "
+                          "and mappings)") from None
+    if node is None:
+        return None
+    values, deepest = _expanded_size(node)
+    if deepest > MAX_YAML_DEPTH:
+        raise ConfigError(f"{label} is nested too deeply ({deepest} levels of lists and mappings; "
+                          f"at most {MAX_YAML_DEPTH})")
+    if values > MAX_YAML_VALUES:
+        raise ConfigError(f"{label} expands to more than {MAX_YAML_VALUES:,} values once its YAML aliases "
+                          "(*name) are expanded; write the values out or use fewer nested aliases")
+    dup = _duplicate_key(node)
+    if dup:
+        key, first, line = dup
+        raise ConfigError(f"{key}: duplicate key in {where} (line {line}; first at line {first}); "
+                          "give each key once")
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except RecursionError:  # pragma: no cover - the depth check above comes first
+        raise ConfigError(f"{label} is nested too deeply") from None
 
 
 def parse_yaml_text(text: str, where: str, what: str = "--config") -> Any:
@@ -115,12 +204,7 @@ def parse_yaml_text(text: str, where: str, what: str = "--config") -> Any:
     path and both lines.
     """
     try:
-        dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
-        if dup:
-            key, first, line = dup
-            raise ConfigError(f"{key}: duplicate key in {where} (line {line}; first at line {first}); "
-                              "give each key once")
-        return yaml.safe_load(text)
+        return _load_bounded(text, where, what)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark else ""

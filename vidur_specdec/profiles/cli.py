@@ -33,6 +33,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     b.add_argument("--tp", required=True, type=int, nargs="+", help="tensor parallel size(s); rows for each")
     b.add_argument("--out", required=True, help="output directory (created if missing)")
     b.add_argument("--max-tokens", type=int, default=None, help="largest num_tokens in mlp.csv (default 4096)")
+    b.add_argument("--overwrite", action="store_true",
+                   help="replace another command's results in --out (a profile folder is rebuilt in place anyway)")
 
     s = sub.add_parser("build-shipped", help="regenerate the profiles shipped under ROOT")
     s.add_argument("--root", default="profiles", help="profiles root (default: ./profiles)")
@@ -69,6 +71,10 @@ def _run(args: argparse.Namespace) -> None:
         spec = load_model(args.model)
         if args.max_tokens is not None and args.max_tokens < 1:
             raise ProfileError(f"--max-tokens must be positive, got {args.max_tokens}")
+        from ..outfolder import check, clear
+
+        if check(args.out, "profiles build", getattr(args, "overwrite", False), "--out"):  # the one folder rule
+            clear(args.out)
         for path in write_profile(spec, device, args.tp, args.out, args.max_tokens):
             print(path)
     elif args.profiles_command == "build-shipped":

@@ -428,6 +428,12 @@ def run(args: argparse.Namespace) -> int:
     """Write the page and/or the Markdown blocks; everything is read and checked before anything is written."""
     if not args.output and not args.markdown:
         raise ConfigError("report: give -o PAGE.html (and/or --markdown FILE)")
+    from vidur_specdec.outfolder import check_file
+
+    if args.output:
+        check_file(args.output, "-o")  # a folder or a symlink loop: refused before any work
+    if args.markdown:
+        check_file(args.markdown, "--markdown")
     paths = [Path(p) for p in args.csv]
     page = build_page(paths, Path(args.output), args.title) if args.output else None
     if args.markdown:

@@ -13,7 +13,7 @@ from vidur_specdec.sweep.runner import run_sweep
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """Options of ``python -m vidur_specdec sweep`` (shared definitions from :mod:`vidur_specdec.cli`)."""
+    """Options of ``python -m vidur_specdec sweep`` (shared definitions from :mod:`vidur_specdec.console`)."""
     from vidur_specdec import console
 
     console.add_config(ap, help="sweep YAML (see sweeps/ and docs/sweep.md)")

@@ -34,6 +34,14 @@ def _note(e: BaseException, row: SweepRow) -> None:
         e.add_note(f"while running sweep row {row.index} ({row.describe()})")
 
 
+def _worker_died(row: SweepRow, how: str):
+    """The one-line error for a row whose worker died (kill -9, the out-of-memory killer): exit status 3."""
+    from vidur_specdec.console import ServiceError
+
+    return ServiceError(f"row {row.index} ({row.describe()}): its worker process died ({how}; killed, e.g. by the "
+                        "out-of-memory killer); the finished rows are saved: rerun the same command to resume")
+
+
 def default_jobs() -> int:
     """The cores this process may use."""
     try:
@@ -69,6 +77,8 @@ def run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Ca
             row = futures[fut]
             try:
                 result = fut.result()
+            except cf.process.BrokenProcessPool:
+                raise _worker_died(row, "the process pool broke") from None
             except Exception as e:
                 _note(e, row)
                 raise
@@ -155,6 +165,9 @@ def run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: Ca
                     try:
                         result = ray.get(ref)
                     except Exception as e:
+                        if type(e).__name__ in ("WorkerCrashedError", "NodeDiedError", "ObjectLostError",
+                                                "OwnerDiedError", "RayActorError", "LocalRayletDiedError"):
+                            raise _worker_died(refs[ref], f"Ray: {type(e).__name__}") from None
                         _note(e, refs[ref])
                         raise
                     on_done(refs[ref], result)

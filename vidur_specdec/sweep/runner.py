@@ -37,8 +37,9 @@ def run_sweep(sweep: Sweep, out_dir: Union[str, Path], jobs: Optional[int] = Non
     ``out_dir`` is written; ``log`` gets one line when the work starts.
     """
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"--output-dir: {out_dir} exists and is not a folder")
+    from vidur_specdec import outfolder
+
+    clear = outfolder.check(out_dir, "sweep", overwrite)  # the one output-folder rule; writes nothing
     if executor not in ("local", "ray"):
         raise ConfigError(f"--executor: must be one of local, ray, got {executor!r}")
     jobs = default_jobs() if jobs is None else jobs
@@ -49,13 +50,14 @@ def run_sweep(sweep: Sweep, out_dir: Union[str, Path], jobs: Optional[int] = Non
     if out_dir.is_dir():
         lock.acquire()  # before the journal is read: another run may be appending to it
     try:
-        return _run_sweep(sweep, out_dir, jobs, executor, address, overwrite, progress, log, lock)
+        return _run_sweep(sweep, out_dir, jobs, executor, address, overwrite, progress, log, lock, clear)
     finally:
         lock.release()
 
 
 def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: Optional[str], overwrite: bool,
-               progress: bool, log: Optional[Callable[[str], None]], lock: FolderLock) -> SweepRun:
+               progress: bool, log: Optional[Callable[[str], None]], lock: FolderLock,
+               clear: bool = False) -> SweepRun:
     csv_path = out_dir / sweep.csv_name
     header = {"journal": JOURNAL_FORMAT, "sweep": sweep.name, "sweep_hash": sweep.sweep_hash,
               "code": code_digest(), "rows": len(sweep.rows)}
@@ -95,6 +97,10 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
     out_dir.mkdir(parents=True, exist_ok=True)
     if not lock.held:
         lock.acquire()  # a new folder: taken before the first write
+    if clear:  # --overwrite of another command's results: none of them stays beside this sweep's
+        from vidur_specdec.outfolder import clear as clear_folder
+
+        clear_folder(out_dir)
     if overwrite or not journal.path.exists() or journal.path.stat().st_size == 0:
         journal._append(header, "wb")  # a new journal (read() empties one without a valid header)
 

@@ -27,7 +27,7 @@ CHECK_MARGIN = 0.03  # the schedule must be within 3 % of the best static k and 
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """Add the tune options to ``ap`` (shared definitions from :mod:`vidur_specdec.cli`)."""
+    """Add the tune options to ``ap`` (shared definitions from :mod:`vidur_specdec.console`)."""
     from vidur_specdec import console
 
     console.add_config(ap, help="run config YAML (see configs/default.yaml)")
@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
     lock = None
     try:
         base, k_max, axis, slo, options, out_dir = _prepare(args)
+        from vidur_specdec import outfolder
+
+        clear = outfolder.check(out_dir, "tune", bool(getattr(args, "overwrite", False)))  # the one folder rule
         jobs = args.jobs if args.jobs is not None else default_jobs()
         if jobs < 1:
             raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
@@ -107,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         lock = FolderLock(out_dir)
         lock.acquire()
+        if clear:  # --overwrite of another command's results: the folder holds only this tune's
+            from vidur_specdec.outfolder import clear as clear_folder
+
+            clear_folder(out_dir)
         ev.open()
         print(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
               f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "

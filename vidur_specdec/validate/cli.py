@@ -27,6 +27,29 @@ def _add_config(p, required=True) -> None:
     console.add_set(p)
 
 
+def _add_overwrite(p) -> None:
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the results already in --out (files this tool did not write are never removed)")
+
+
+def _out_folder(args, command: str, resumes: bool = True) -> Path:
+    """``--out`` checked by the one output-folder rule (:mod:`vidur_specdec.outfolder`); cleared when it says so."""
+    from vidur_specdec import outfolder
+
+    out = Path(args.out)
+    args._clear_out = outfolder.check(out, command, bool(getattr(args, "overwrite", False)), "--out", resumes)
+    return out
+
+
+def _clear_out(args, out: Path) -> None:
+    """Just before the first write: remove the earlier results ``--overwrite`` replaces."""
+    if getattr(args, "_clear_out", False) and out.is_dir():
+        from vidur_specdec import outfolder
+
+        outfolder.clear(out)
+        args._clear_out = False
+
+
 def _add_workload(p) -> None:
     p.add_argument("--arrival", choices=("poisson", "gamma", "static"),
                    help="arrival process (default: the config's workload.arrival)")
@@ -38,6 +61,8 @@ def _add_replay(p) -> None:
     p.add_argument("--model", help="model name sent to the server (default: the first of GET /v1/models)")
     p.add_argument("--timeout-s", type=float, default=600.0, help="per-request limit, send to last token (s)")
     p.add_argument("--api-key", help="sent as 'Authorization: Bearer KEY' (a server started with --api-key)")
+    p.add_argument("--deadline-s", type=float, default=30.0,
+                   help="whole-request limit of GET /metrics and /v1/models, however slowly the server answers (s)")
     p.add_argument("--settle-s", type=float, default=1.0,
                    help="wait this long after the last response before scraping /metrics again (s)")
 
@@ -75,6 +100,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     p.add_argument("--trace", required=True, help="trace file (CSV or JSONL)")
     p.add_argument("--out", required=True, help="output folder")
+    _add_overwrite(p)
     p.add_argument("--no-scrape", action="store_true", help="do not scrape /metrics before and after")
     p.add_argument("--seed", type=int, default=0,
                    help="seeds the prompt token ids of trace rows that have none (as `validate run`; default 0)")
@@ -88,6 +114,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--acceptance", choices=("per_position", "alpha"), default="per_position",
                    help="acceptance input written to calibration.yaml")
     p.add_argument("--out", required=True, help="output folder (calibration.json, calibration.yaml)")
+    _add_overwrite(p)
 
     p = sub.add_parser("compare", help="matched simulation of a trace, joined with measured.csv; report")
     _add_config(p)
@@ -95,21 +122,24 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--measured", required=True, help="measured.csv from replay")
     p.add_argument("--calibration", help="calibration.json (or its folder); without it the config is used as is")
     p.add_argument("--out", required=True, help="output folder")
+    _add_overwrite(p)
     _add_compare(p)
 
     p = sub.add_parser("steps", help="read engine step logs: acceptance, step times, cost-model check")
     p.add_argument("--root", required=True, help="dataset root (holding steps/, tokens/, requests/, runs/)")
     p.add_argument("--out", required=True, help="output folder")
+    _add_overwrite(p)
     _add_config(p, required=False)
-    for key in ("gpu", "target", "split", "drafter", "k", "c", "start"):
-        p.add_argument(f"--{key}", help=f"keep only runs with this {key}")
+    for key in ("gpu", "target", "split", "drafter", "k", "c", "start", "mode"):
+        p.add_argument(f"--{key}", help=f"keep only runs with this {key} (any case; none matching is an error)")
     p.add_argument("--max-steps", type=int, help="cost-model check: at most this many steps per run (evenly spaced)")
     p.add_argument("--times-unit", choices=("s", "ms"), default="s", help="unit of requests.times")
 
     p = sub.add_parser("run", help="the whole loop: generate, replay, scrape, calibrate, simulate, compare")
     p.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     _add_config(p)
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", required=True, help="output folder; must be new or empty (see --overwrite)")
+    _add_overwrite(p)
     p.add_argument("--trace", help="replay this trace instead of generating one")
     _add_workload(p)
     _add_replay(p)
@@ -132,6 +162,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="fake-model")
+    p.add_argument("--metrics-fault", choices=("garbage", "trickle"),
+                   help="GET /metrics answers garbage, or one byte every 2 s (to test a client's deadline)")
     for mode in ("fail", "abort", "hang"):
         p.add_argument(f"--{mode}", nargs="+", default=[], metavar="REQUEST_ID",
                        help=f"{mode} these requests (by X-Request-Id)")
@@ -154,10 +186,12 @@ def _generate(args, cfg, out: Path):
     return df
 
 
-def _scrape_text(url: str):
+def _scrape_text(url: str, deadline_s: Optional[float] = None):
     from vidur_specdec.validate.counters import scrape
 
-    return scrape(url)
+    if deadline_s is not None and not deadline_s > 0:
+        raise ConfigError(f"--deadline-s: must be > 0, got {deadline_s}")
+    return scrape(url, deadline_s=deadline_s)
 
 
 def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require_measured: bool = False):
@@ -167,14 +201,14 @@ def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require
     if args.timeout_s <= 0:
         raise ConfigError(f"--timeout-s: must be > 0, got {args.timeout_s}")
     if scrape and before is None:
-        before = _scrape_text(url)
-    model = args.model or fetch_model_name(url, api_key=args.api_key)
+        before = _scrape_text(url, args.deadline_s)
+    model = args.model or fetch_model_name(url, api_key=args.api_key, deadline_s=args.deadline_s)
     res = replay(url, trace, model, args.timeout_s, api_key=args.api_key)
     errors = res.frame.loc[res.frame["status"] != "ok", "error"].dropna().astype(str)
     if len(errors):
         res.stats["top_error"] = f"{errors.value_counts().index[0][:120]} ({errors.value_counts().iloc[0]}x)"
-    if require_measured:
-        check_measured(res.stats)  # before anything is written
+    if require_measured or not res.stats.get("status_counts", {}).get("ok", 0):
+        check_measured(res.stats)  # before anything is written; a server that answered nothing failed (exit 3)
     else:
         try:
             check_measured(res.stats)
@@ -182,13 +216,14 @@ def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require
             raise
         except Exception as e:  # a replay on its own keeps what it measured, with a warning
             print(f"warning: {str(e).split(': ', 1)[-1]}", file=sys.stderr)
+    _clear_out(args, out)
     write_csv(out / "measured.csv", res.frame)
     write_text(out / "chunks.jsonl", chunk_log_jsonl(res.chunks))
     write_json(out / "replay.json", {"url": url, "model": model, **res.stats})
     after = None
     if scrape:
         time.sleep(max(0.0, args.settle_s))
-        after = _scrape_text(url)
+        after = _scrape_text(url, args.deadline_s)
         write_text(out / "metrics_before.prom", before.text)
         write_text(out / "metrics_after.prom", after.text)
     s = res.stats
@@ -224,6 +259,7 @@ def _compare(args, config, trace_path: Path, trace, measured, cal, out: Path) ->
     res, sim = simulate_matched(cfg, trace)
     comp = join(trace, measured, sim)
     summary = summarize(comp, cal, res.summary, cfg)
+    _clear_out(args, out)
     write_csv(out / "simulated.csv", sim)
     write_csv(out / "comparison.csv", comp)
     write_json(out / "comparison.json", summary)
@@ -272,7 +308,7 @@ def cmd_replay(args) -> int:
 
     url = base_url(args.url)
     trace = with_token_ids(load_trace(args.trace), args.seed)  # as `validate run --trace` draws missing ids
-    out = Path(args.out)
+    out = _out_folder(args, "validate replay")
     _replay(args, url, trace, out, scrape=not args.no_scrape)
     print(f"wrote {out}/measured.csv, chunks.jsonl, replay.json"
           + ("" if args.no_scrape else ", metrics_before.prom, metrics_after.prom"))
@@ -291,7 +327,9 @@ def cmd_calibrate(args) -> int:
         raise ConfigError("--dir: give --dir, or both --before and --after")
     if args.k is not None and args.k < 1:
         raise ConfigError(f"--k: must be >= 1, got {args.k}")
+    out = _out_folder(args, "validate calibrate")
     cal = calibrate(read_snapshot(before_p, "--before"), read_snapshot(after_p, "--after"), args.k)
+    _clear_out(args, out)
     write_calibration(cal, args.out, args.acceptance)
     _print_calibration(cal)
     print(f"wrote {args.out}/calibration.json, calibration.yaml")
@@ -304,6 +342,7 @@ def cmd_compare(args) -> int:
     from vidur_specdec.validate.workload import load_trace
 
     _load_cfg(args)
+    _out_folder(args, "validate compare")
     trace = load_trace(args.trace)
     measured = read_table_file(args.measured, "--measured")
     if "request_id" not in measured:
@@ -325,14 +364,15 @@ def cmd_steps(args) -> int:
         cost_model = CostModel.from_config(cfg)
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps: must be >= 1, got {args.max_steps}")
-    filters = {k: getattr(args, k) for k in ("gpu", "target", "split", "drafter", "k", "c", "start")}
-    out = Path(args.out)
+    filters = {k: getattr(args, k) for k in ("gpu", "target", "split", "drafter", "k", "c", "start", "mode")}
+    out = _out_folder(args, "validate steps")
     tables = analyze(args.root, cost_model, filters, args.max_steps, args.times_unit)
     warnings = []
     if args.config:  # flag runs whose GPU, model or method differ from the config
         from vidur_specdec.validate.steplogs import config_mismatches
 
         warnings = config_mismatches(cfg, tables)
+    _clear_out(args, out)
     for name, df in tables.items():
         write_csv(out / f"{name}.csv", df)
     notes = {"root": str(args.root), "filters": {k: v for k, v in filters.items() if v is not None},
@@ -363,9 +403,7 @@ def cmd_run(args) -> int:
 
     url = base_url(args.url)
     cfg = _load_cfg(args)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out: {out} exists and is not a folder")
+    out = _out_folder(args, "validate run", resumes=False)  # an earlier run or a user's files: --overwrite
     if args.timeout_s <= 0:
         raise ConfigError(f"--timeout-s: must be > 0, got {args.timeout_s}")
     source = None
@@ -373,7 +411,8 @@ def cmd_run(args) -> int:
         from vidur_specdec.validate.workload import with_token_ids
 
         source = with_token_ids(load_trace(args.trace), cfg.seed if args.seed is None else args.seed)
-    before = _scrape_text(url)  # the server must answer before anything is written
+    before = _scrape_text(url, args.deadline_s)  # the server must answer before anything is written
+    _clear_out(args, out)
     created = not out.exists()
     found = {} if created else _stamps(out)
     trace_path = out / "trace.csv"
@@ -454,7 +493,7 @@ def cmd_fake_server(args) -> int:
                                per_req_ms=args.per_req_ms, per_token_ms=args.per_token_ms, step_time_fn=step_fn,
                                max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                                num_gpu_blocks=args.num_gpu_blocks, block_size=args.block_size, seed=args.seed,
-                               model=args.model, faults=faults)
+                               model=args.model, faults=faults, metrics_fault=args.metrics_fault)
     except ValueError as e:
         raise ConfigError(f"--per-position: {e}") from None
 

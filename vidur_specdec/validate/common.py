@@ -71,14 +71,63 @@ def raise_fd_limit(want: int = 65536) -> int:
         return -1
 
 
+DEFAULT_DEADLINE_S = 30.0  # whole-request limit of GET /metrics and GET /v1/models (s)
+
+
 def base_url(url: str) -> str:
-    """The server root: ``http://host:port`` (a trailing ``/v1`` or ``/`` is dropped)."""
+    """The server root: ``http://host:port`` (a trailing ``/v1`` or ``/`` is dropped).
+
+    A URL that cannot name a server (no host, a port outside 1..65535) is bad input (exit 2).
+    """
+    from urllib.parse import urlsplit
+
     u = (url or "").strip().rstrip("/")
     if not (u.startswith("http://") or u.startswith("https://")):
-        raise ValidateError(f"--url: expected http://HOST:PORT, got {url!r}")
+        raise ValidateError(f"--url: expected http://HOST:PORT, got {url!r}"[:200])
+    try:
+        parts = urlsplit(u)
+        port = parts.port
+    except ValueError as e:
+        raise ValidateError(f"--url: {u[:120]!r} is not a server address ({e}; a port is 1..65535)") from None
+    if not parts.hostname or port == 0:
+        raise ValidateError(f"--url: {u[:120]!r} is not a server address (expected http://HOST:PORT, "
+                            "a port in 1..65535)")
     if u.endswith("/v1"):
         u = u[:-3]
     return u
+
+
+def http_get(url: str, timeout_s: float = 10.0, deadline_s: float = DEFAULT_DEADLINE_S,
+             headers: Optional[dict] = None) -> bytes:
+    """GET ``url``'s body; ``timeout_s`` bounds each connect or read, ``deadline_s`` the whole request (s).
+
+    A server that trickles its answer (a byte every few seconds) never trips a read timeout; the
+    deadline ends the wait. Any failure raises :class:`ServiceError` (one line, exit status 3).
+    """
+    import threading
+    import urllib.request
+
+    box: dict = {}
+
+    def get() -> None:
+        try:
+            req = urllib.request.Request(url, headers=headers or {})
+            with urllib.request.urlopen(req, timeout=timeout_s) as r:
+                box["body"] = r.read()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=get, daemon=True, name="http-get")
+    t.start()
+    t.join(deadline_s)
+    if t.is_alive():
+        raise ServiceError(f"--url: {url} did not answer completely within {deadline_s:g} s "
+                           "(--deadline-s)")
+    if "error" in box:
+        e = box["error"]
+        reason = getattr(e, "reason", None) or e
+        raise ServiceError(f"--url: cannot get {url}: {reason}")
+    return box["body"]
 
 
 def _tmp_beside(path: Path) -> Path:

@@ -76,18 +76,24 @@ class Snapshot:
         return [dict(labels) for (name, labels), _ in self.samples.items() if name == gauge]
 
 
-def scrape(url: str, timeout_s: float = 10.0) -> Snapshot:
-    """GET ``URL/metrics`` and parse it."""
+def scrape(url: str, timeout_s: float = 10.0, deadline_s: Optional[float] = None) -> Snapshot:
+    """GET ``URL/metrics`` and parse it; ``timeout_s`` per read, ``deadline_s`` for the whole request (s).
+
+    Every failure of the server (no answer, an answer past the deadline, text that is not
+    Prometheus exposition) is a :class:`ServiceError` (exit status 3).
+    """
+    from vidur_specdec.validate.common import DEFAULT_DEADLINE_S, ServiceError, http_get
+
     u = base_url(url) + "/metrics"
     try:
-        with urllib.request.urlopen(u, timeout=timeout_s) as r:
-            text = r.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        from vidur_specdec.validate.common import ServiceError
-
-        raise ServiceError(f"--url: cannot scrape {u}: {reason}") from None
-    return Snapshot.parse(text, u)
+        text = http_get(u, timeout_s, DEFAULT_DEADLINE_S if deadline_s is None else deadline_s).decode(
+            "utf-8", "replace")
+    except ServiceError as e:
+        raise ServiceError(str(e).replace("cannot get", "cannot scrape", 1)) from None
+    try:
+        return Snapshot.parse(text, u)
+    except ValidateError as e:
+        raise ServiceError(f"--url: the server's answer is not usable: {e}") from None
 
 
 def read_snapshot(path: Union[str, Path], what: str) -> Snapshot:

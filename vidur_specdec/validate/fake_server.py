@@ -81,6 +81,7 @@ class FakeEngineConfig:
     model: str = "fake-model"
     faults: Dict[str, str] = field(default_factory=dict)  # X-Request-Id -> fail | abort | hang
     abort_after_chunks: int = 2
+    metrics_fault: Optional[str] = None  # GET /metrics: "garbage" text, or "trickle" (one byte every 2 s)
 
     def __post_init__(self) -> None:
         if self.per_position is not None and len(self.per_position) != self.k:
@@ -374,6 +375,16 @@ class FakeServer:
             {"id": self.cfg.model, "object": "model", "created": 0, "owned_by": "fake", "max_model_len": 1_000_000}]})
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self.cfg.metrics_fault == "garbage":
+            return web.Response(text="<html><body>{{ not metrics }}</body></html>\n",
+                                headers={"Content-Type": "text/plain"})
+        if self.cfg.metrics_fault == "trickle":  # one byte every 2 s, for up to 10 minutes
+            resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+            await resp.prepare(request)
+            for _ in range(300):
+                await resp.write(b"#")
+                await asyncio.sleep(2.0)
+            return resp
         return web.Response(body=generate_latest(self.engine.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 

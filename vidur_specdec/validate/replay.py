@@ -412,21 +412,21 @@ def _slow_event(obj: Dict, rec: _Rec, prev: int):
     return n, prev + n
 
 
-def fetch_model_name(url: str, timeout_s: float = 10.0, api_key: Optional[str] = None) -> str:
-    """The first model id listed by ``GET /v1/models``."""
-    import urllib.error
-    import urllib.request
+def fetch_model_name(url: str, timeout_s: float = 10.0, api_key: Optional[str] = None,
+                     deadline_s: Optional[float] = None) -> str:
+    """The first model id listed by ``GET /v1/models`` (``timeout_s`` per read, ``deadline_s`` in all, s)."""
+    from vidur_specdec.validate.common import DEFAULT_DEADLINE_S, ServiceError, http_get
 
     u = base_url(url) + "/v1/models"
-    req = urllib.request.Request(u, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            data = json.loads(r.read().decode())
+        body = http_get(u, timeout_s, DEFAULT_DEADLINE_S if deadline_s is None else deadline_s,
+                        {"Authorization": f"Bearer {api_key}"} if api_key else {})
+        data = json.loads(body.decode())
         return str(data["data"][0]["id"])
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError) as e:
-        from vidur_specdec.validate.common import ServiceError
-
-        raise ServiceError(f"--url: cannot list models at {u}: {e}; pass --model") from None
+    except ServiceError as e:
+        raise ServiceError(f"{e}; pass --model") from None
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise ServiceError(f"--url: cannot list models at {u}: {str(e)[:120]}; pass --model") from None
 
 
 async def replay_async(url: str, trace: pd.DataFrame, model: str, timeout_s: float = 600.0,

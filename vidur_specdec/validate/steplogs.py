@@ -52,11 +52,19 @@ from vidur_specdec.speculation.steplog_tables import RUN_KEY, read_table_file, t
 from vidur_specdec.validate.calibrate import alpha_from_mean_acceptance_length
 from vidur_specdec.validate.common import ValidateError
 
-KEY = RUN_KEY
+KEY = RUN_KEY + ["mode"]  # a run, and accuracy apart from load runs
+PATH_KEY = RUN_KEY  # what a path can give
 TABLES = ("steps", "tokens", "requests", "runs", "outputs")
 HIST_LEN = 17
 SEND_COLUMNS = ("sent_at", "sent", "send_time", "t_send", "start_time")
 _DRAFTER_DIR = re.compile(r"^(.+)-k(\d+)$")
+_SPLIT_DIR = re.compile(r"^(qualitative|throughput_\w+)$", re.IGNORECASE)
+_C_PART = re.compile(r"(?:^|[/_.-])c[=_]?(\d+)(?=$|[/_.-])", re.IGNORECASE)
+_START_PART = re.compile(r"(?:^|[/_.-])(?:s|start|rep|r)[=_]?(\d+)(?=$|[/_.-])", re.IGNORECASE)
+_MODE_PART = re.compile(r"(?:^|[/_.-])(accuracy|load)(?=$|[/_.-])", re.IGNORECASE)
+# tables only one kind of run has (the step-log card): tokens and outputs come from accuracy runs,
+# requests from load runs; steps and runs need a mode column or a path part saying which
+_TABLE_MODE = {"tokens": "accuracy", "outputs": "accuracy", "requests": "load"}
 
 
 # --------------------------------------------------------------------------- reading
@@ -80,14 +88,41 @@ def _files(d: Path) -> List[Path]:
     return out
 
 
-def _key_from_path(rel: Sequence[str]) -> Dict[str, object]:
-    """gpu/target/split/drafter/k from ``GPU/TARGET.../SPLIT/DRAFTER-kK`` (target may hold a slash)."""
+def _key_from_path(rel: Sequence[str], stem: str = "") -> Dict[str, object]:
+    """Run key from ``GPU/TARGET/SPLIT/DRAFTER-kK/...`` and the file name ``stem``.
+
+    Target and drafter may hold slashes (``meta-llama/Llama-3.1-8B``, ``yuhuili/EAGLE3-...-k3``):
+    the split folder (``qualitative``, ``throughput_*``) separates them; without one the drafter
+    is one folder. ``c``, ``start`` and ``mode`` come from the parts after ``DRAFTER-kK`` and the
+    file name (``c8-s1``, ``c8/start1``, ``.../accuracy/...``), where present.
+    """
+    out: Dict[str, object] = {}
     for i, part in enumerate(rel):
         m = _DRAFTER_DIR.match(part)
-        if m and i >= 3:
-            return {"gpu": rel[0], "target": "/".join(rel[1:i - 1]), "split": rel[i - 1],
-                    "drafter": m.group(1), "k": int(m.group(2))}
-    return {}
+        if not (m and i >= 3):
+            continue
+        j = next((x for x in range(2, i) if _SPLIT_DIR.match(rel[x])), i - 1)
+        out = {"gpu": rel[0], "target": "/".join(rel[1:j]), "split": rel[j],
+               "drafter": "/".join(list(rel[j + 1:i]) + [m.group(1)]), "k": int(m.group(2))}
+        rest = "/".join(list(rel[i + 1:]) + ([stem] if stem else []))
+        break
+    else:
+        rest = "/".join(list(rel) + ([stem] if stem else []))
+    for key, rx in (("c", _C_PART), ("start", _START_PART)):
+        found = rx.search(rest)
+        if found:
+            out[key] = int(found.group(1))
+    mode = _MODE_PART.search(rest)
+    if mode:
+        out["mode"] = mode.group(1).lower()
+    return out
+
+
+def _stem(name: str) -> str:
+    for suffix in (".csv.gz", ".csv", ".jsonl", ".parquet"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def read_table(root, table: str, filters: Optional[Dict] = None) -> Optional[pd.DataFrame]:
@@ -104,16 +139,19 @@ def read_table(root, table: str, filters: Optional[Dict] = None) -> Optional[pd.
             raise ValidateError(f"--root: cannot read {p}: {str(e).splitlines()[0] if str(e) else e}") from None
         missing = [c for c in KEY if c not in df]
         if missing:
-            guess = _key_from_path(p.relative_to(d).parts[:-1])
+            guess = _key_from_path(p.relative_to(d).parts[:-1], _stem(p.name))
+            if "mode" not in guess and table in _TABLE_MODE:
+                guess["mode"] = _TABLE_MODE[table]
             for c in missing:
                 df[c] = guess.get(c, 0 if c in ("c", "start") else "")
         frames.append(df)
     if not frames:
         return None
     df = pd.concat(frames, ignore_index=True)
+    df["mode"] = df["mode"].fillna("").astype(str).str.lower()
     for col, val in (filters or {}).items():
-        if val is not None:
-            df = df[df[col].astype(str) == str(val)]
+        if val is not None:  # names match whatever their case (--gpu h100 finds H100)
+            df = df[df[col].astype(str).str.strip().str.lower() == str(val).strip().lower()]
     return df.reset_index(drop=True)
 
 
@@ -379,6 +417,11 @@ def analyze(root, cost_model=None, filters: Optional[Dict] = None, max_steps: Op
     tables = {t: read_table(root, t, filters) for t in TABLES}
     if all(v is None for v in tables.values()):
         raise ValidateError(f"--root: no step-log tables ({', '.join(TABLES)}) under {root}")
+    used = {k: v for k, v in (filters or {}).items() if v is not None}
+    if used and all(v is None or not len(v) for v in tables.values()):
+        given = " ".join(f"--{k} {v}" for k, v in used.items())
+        raise ValidateError(f"{given}: no step-log run under {root} matches (names match in any case); "
+                            "see the folder names or run without the filter to list runs.csv")
     out: Dict[str, pd.DataFrame] = {}
     pos, summ = [], []
     steps = tables["steps"]
@@ -437,9 +480,16 @@ def _method_matches(cfg, drafter: str) -> bool:
     return any(n in d for n in names)
 
 
-def run_mismatch(cfg, gpu, target, drafter) -> str:
-    """What differs between a step-log run (GPU, target model, drafter) and a run config; '' when nothing."""
+def run_mismatch(cfg, gpu, target, drafter, k=None) -> str:
+    """What differs between a step-log run (GPU, target model, drafter, k) and a run config; '' when nothing."""
     out = []
+    try:
+        k = int(k) if k is not None and str(k) != "" else None
+    except (TypeError, ValueError):
+        k = None
+    cfg_k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0
+    if k is not None and k != cfg_k:
+        out.append(f"k {k} vs speculative.num_speculative_tokens {cfg_k}")
     if gpu is not None and _norm(cfg.device) not in _norm(gpu):
         out.append(f"GPU {gpu} vs device {cfg.device}")
     if target is not None and _norm(cfg.model.split("/")[-1]) not in _norm(target):
@@ -462,13 +512,14 @@ def config_mismatches(cfg, tables: Dict[str, pd.DataFrame]) -> List[str]:
         if df is None or not len(df) or not {"gpu", "target", "drafter"} <= set(df.columns):
             continue
         flags = []
-        for gpu, target, drafter in zip(df["gpu"], df["target"], df["drafter"]):
-            key = (gpu, target, drafter)
-            why = run_mismatch(cfg, gpu, target, drafter)
+        ks = df["k"] if "k" in df else [None] * len(df)
+        for gpu, target, drafter, k in zip(df["gpu"], df["target"], df["drafter"], ks):
+            key = (gpu, target, drafter, k)
+            why = run_mismatch(cfg, gpu, target, drafter, k)
             flags.append(why)
             if why and key not in seen:
                 seen.add(key)
-                warnings.append(f"step logs of {gpu} {target} {drafter} differ from the config ({why}): "
+                warnings.append(f"step logs of {gpu} {target} {drafter} k={k} differ from the config ({why}): "
                                 "the cost-model check compares different runs")
         df["config_mismatch"] = flags
     return warnings
