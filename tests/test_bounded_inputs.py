@@ -15,10 +15,10 @@ from test_sweep import BASE, small_sweep
 from validate_fixtures import small_config, small_profiles, write_steplog_tree, write_yaml  # noqa: F401
 
 from vidur_specdec import cli, outfolder
-from vidur_specdec.config import load
+from vidur_specdec.engine.resolve import load
 from vidur_specdec.config.files import parse_set
 from vidur_specdec.sweep.definition import load_sweep
-from vidur_specdec.sweep.executors import _run_local
+from vidur_specdec.sweep.executors import run_local
 from vidur_specdec.validate import steplogs
 from vidur_specdec.validate.fake_server import FakeEngineConfig, FakeServer
 
@@ -174,7 +174,7 @@ def _die(config_dict):
 
 def test_a_dead_worker_is_one_line_naming_the_row(capsys):
     rows = load_sweep(small_sweep(num_requests=6)).rows[:2]
-    rc = cli.guarded(lambda: _run_local(rows, 2, [], lambda r, res: None, fn=_die))
+    rc = cli.guarded(lambda: run_local(rows, 2, [], lambda r, res: None, fn=_die))
     one_error(capsys, rc, 3, "rerun the same command to resume")
     assert BASE  # the sweep fixture's base config
 
