@@ -82,12 +82,18 @@ class WorkloadConfig:
 class SchedulerConfig:
     """Sarathi replica scheduler (pipeline parallel 1, tensor parallel 1)."""
 
-    chunk_size: int = _f(512, lo=1, hi=1_000_000, doc="token budget per step (prefill chunks + verify tokens)")
-    batch_size_cap: int = _f(128, lo=1, hi=100_000)
+    chunk_size: Optional[int] = _f(None, lo=1, hi=1_000_000, doc="alias of max_num_batched_tokens")
+    batch_size_cap: Optional[int] = _f(None, lo=1, hi=100_000, doc="alias of max_num_seqs")
     block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block")
     num_blocks: Optional[int] = _f(None, lo=1, hi=100_000_000, doc="target KV blocks; null = from GPU memory")
     watermark_blocks_fraction: float = _f(0.01, lo=0.0, hi=0.5)
-    memory_margin_fraction: float = _f(0.1, lo=0.0, hi=0.9, doc="GPU memory kept free (activations, runtime)")
+    memory_margin_fraction: Optional[float] = _f(None, lo=0.0, hi=0.9,
+                                                 doc="GPU memory kept free: 1 - gpu_memory_utilization")
+    # vLLM's names (vidur_specdec/vllm_defaults.py): null = what `vllm serve` picks on the device.
+    max_num_batched_tokens: Optional[int] = _f(None, lo=1, hi=1_000_000,
+                                               doc="token budget per step (prefill chunks + verify tokens)")
+    max_num_seqs: Optional[int] = _f(None, lo=1, hi=100_000, doc="requests per step at most")
+    gpu_memory_utilization: Optional[float] = _f(None, lo=0.1, hi=1.0, doc="fraction of GPU memory vLLM uses")
 
 
 @dataclass
@@ -226,6 +232,9 @@ def _check_cross_fields(cfg: RunConfig) -> None:
     if w.output_tokens.bounds()[0] < 1:
         raise ConfigError("workload.output_tokens: must produce at least 1 token")
     model, _ = _check_deployment(cfg)
+    from vidur_specdec import vllm_defaults
+
+    vllm_defaults.resolve(cfg.scheduler, resolved_device(cfg))
     max_len = model.max_model_len
     longest = w.prompt_tokens.bounds()[1] + w.output_tokens.bounds()[1]
     if w.arrival != "trace" and longest > max_len:

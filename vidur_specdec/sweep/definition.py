@@ -141,7 +141,9 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 
 
 # Keys that cannot change a run's numbers, left out of row identity.
-NOT_IDENTITY = ("predictor.cache_dir",)
+# The vLLM-named scheduler keys repeat their aliases' resolved values (vidur_specdec/vllm_defaults.py).
+NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
+                "scheduler.gpu_memory_utilization")
 
 
 def identity(cfg: RunConfig) -> Dict:
