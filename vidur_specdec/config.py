@@ -76,6 +76,11 @@ class WorkloadConfig:
     trace_file: Optional[str] = _f(None, doc="CSV/JSONL/Parquet trace: this project's, Vidur's or Azure's columns")
     prompt_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=512, sigma=0.7, min=16, max=2048))
     output_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=192, sigma=0.7, min=8, max=1024))
+    warmup_requests: int = _f(0, lo=0, hi=10_000_000, doc="the first N requests (arrival order) are left out of "
+                                                          "the metrics")
+    requests_per_concurrency: Optional[float] = _f(None, lo=0.01, hi=1e4,
+                                                   doc="tune's closed-loop points: requests per request in "
+                                                       "flight; null = the measured dataset's counts (docs/tune.md)")
 
 
 @dataclass
@@ -242,6 +247,9 @@ def _check_cross_fields(cfg: RunConfig) -> None:
                           f"exceeds {model.name}'s max_model_len {max_len}")
     if w.arrival == "trace" and not w.trace_file:
         raise ConfigError("workload.trace_file: required when workload.arrival is trace")
+    if w.warmup_requests >= w.num_requests:
+        raise ConfigError(f"workload.warmup_requests: must be below workload.num_requests ({w.num_requests}), "
+                          f"got {w.warmup_requests}")
     if w.arrival == "closed" and w.concurrency is None:
         raise ConfigError("workload.concurrency: required when workload.arrival is closed; "
                           "allowed: an integer >= 1 (requests kept in flight)")
@@ -395,6 +403,9 @@ def load(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[st
             raise ConfigError(f"config: must be a YAML path, a mapping or a RunConfig, got {type(source).__name__}")
         data = copy.deepcopy(dict(source or {}))
     resolve_paths(data, base_dir)
+    from vidur_specdec.vllm_defaults import drop_partners
+
+    drop_partners(data, overrides)
     cfg = from_dict(apply_overrides(data, overrides))
     cfg.base_dir = Path(base_dir) if base_dir is not None else None
     return cfg

@@ -63,3 +63,22 @@ def resolve(sched, device) -> None:
         g = round(1.0 - m, 12) if m is not None else GPU_MEMORY_UTILIZATION
     sched.gpu_memory_utilization = g
     sched.memory_margin_fraction = round(1.0 - g, 12)
+
+
+PARTNERS = {f"scheduler.{a}": f"scheduler.{b}" for a, b in ALIASES + (("gpu_memory_utilization",
+                                                                       "memory_margin_fraction"),)}
+PARTNERS.update({b: a for a, b in PARTNERS.items()})
+
+
+def drop_partners(data, overrides) -> None:
+    """An override of one name of a pair (``--set scheduler.chunk_size=256``) replaces the file's other name."""
+    from vidur_specdec.config_files import override_list, parse_set
+
+    sched = data.get("scheduler") if isinstance(data, dict) else None
+    if not isinstance(sched, dict):
+        return
+    for assignment in override_list(overrides):
+        key = parse_set(assignment)[0]
+        partner = PARTNERS.get(key)
+        if partner is not None:
+            sched.pop(partner.split(".", 1)[1], None)
