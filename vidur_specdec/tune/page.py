@@ -24,20 +24,23 @@ NUMERIC = {"point", "load", "k", "tpot_ms_p50", "ttft_ms_p50", "ttft_ms_p99", "t
            "goodput_req_s", "k_flips", "tpot_speedup", "ttft_speedup", "throughput_speedup", "overloaded"}
 
 
+OPTIONAL = {"ttft_ms_p50", "ttft_speedup", "throughput_speedup", "overloaded"}  # absent from older tune.csv files
+
+
 def read_points(path: Path) -> List[Dict]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"tune page: file not found: {path}")
     with open(path, newline="") as f:
         rd = csv.DictReader(f)
-        missing = [c for c in KEEP if c not in (rd.fieldnames or [])]
+        missing = [c for c in KEEP if c not in (rd.fieldnames or []) and c not in OPTIONAL]
         if missing:
             raise ConfigError(f"tune page: {path} is not a tune.csv (no column {missing[0]})")
         rows = []
         for r in rd:
             row = {}
             for c in KEEP:
-                v = r[c]
+                v = r.get(c, "")
                 if c in NUMERIC:
                     row[c] = float(v) if v != "" else None
                 elif c == "schedule":
