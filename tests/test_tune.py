@@ -97,7 +97,8 @@ def test_schedule_checks_within_3_percent(tuned):
 def test_speculative_config_validates_and_feeds_back_bit_for_bit(tuned):
     d, _, _ = tuned
     sc = json.loads((d / "j1" / "speculative_config.json").read_text())
-    assert set(sc) == {"method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size"}
+    assert set(sc) == {"method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size",
+                       "prompt_lookup_min", "prompt_lookup_max"}  # vLLM 0.33 n-gram defaults, stated
     assert sc["method"] == "ngram" and sc["model"] is None
     ranges = parse(sc["num_speculative_tokens_per_batch_size"])
     assert max(k for _, _, k in ranges) <= sc["num_speculative_tokens"]

@@ -38,7 +38,8 @@ LOCK_NAME = ".vidur_specdec.lock"  # the sweep/tune folder lock (vidur_specdec.s
 OUTPUTS: Dict[str, Tuple[str, ...]] = {
     "run": ("requests.csv", "steps.csv", "summary.json", "config.yaml"),
     "sweep": ("*.csv", ".*.journal.jsonl"),
-    "tune": ("tune.csv", "summary.json", "speculative_config.json", "tune.html", ".tune.journal.jsonl"),
+    "tune": ("tune.csv", "summary.json", "speculative_config.json", "engine_args.json", "tune.html",
+             ".tune.journal.jsonl"),
     "validate run": ("trace.csv", "measured.csv", "chunks.jsonl", "replay.json", "metrics_before.prom",
                      "metrics_after.prom", "calibration.json", "calibration.yaml", "simulated.csv",
                      "comparison.csv", "comparison.json", "report.html"),

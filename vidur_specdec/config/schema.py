@@ -25,6 +25,7 @@ from vidur_specdec.config.errors import ConfigError
 from vidur_specdec.config.fields import _build, _f
 from vidur_specdec.config.paths import resolve_paths
 from vidur_specdec.config.registry import choices
+from vidur_specdec.config.vllm_defaults import drop_partners
 from vidur_specdec.config.files import apply_overrides, read_yaml
 
 
@@ -68,18 +69,29 @@ class WorkloadConfig:
     trace_file: Optional[str] = _f(None, doc="CSV/JSONL/Parquet trace: this project's, Vidur's or Azure's columns")
     prompt_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=512, sigma=0.7, min=16, max=2048))
     output_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=192, sigma=0.7, min=8, max=1024))
+    warmup_requests: int = _f(0, lo=0, hi=10_000_000, doc="the first N requests (arrival order) are left out of "
+                                                          "the metrics")
+    requests_per_concurrency: Optional[float] = _f(None, lo=0.01, hi=1e4,
+                                                   doc="tune's closed-loop points: requests per request in "
+                                                       "flight; null = the measured dataset's counts (docs/tune.md)")
 
 
 @dataclass
 class SchedulerConfig:
     """Sarathi replica scheduler (pipeline parallel 1, tensor parallel 1)."""
 
-    chunk_size: int = _f(512, lo=1, hi=1_000_000, doc="token budget per step (prefill chunks + verify tokens)")
-    batch_size_cap: int = _f(128, lo=1, hi=100_000)
+    chunk_size: Optional[int] = _f(None, lo=1, hi=1_000_000, doc="alias of max_num_batched_tokens")
+    batch_size_cap: Optional[int] = _f(None, lo=1, hi=100_000, doc="alias of max_num_seqs")
     block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block")
     num_blocks: Optional[int] = _f(None, lo=1, hi=100_000_000, doc="target KV blocks; null = from GPU memory")
     watermark_blocks_fraction: float = _f(0.01, lo=0.0, hi=0.5)
-    memory_margin_fraction: float = _f(0.1, lo=0.0, hi=0.9, doc="GPU memory kept free (activations, runtime)")
+    memory_margin_fraction: Optional[float] = _f(None, lo=0.0, hi=0.9,
+                                                 doc="GPU memory kept free: 1 - gpu_memory_utilization")
+    # vLLM's names (vidur_specdec/config/vllm_defaults.py): null = what `vllm serve` picks on the device.
+    max_num_batched_tokens: Optional[int] = _f(None, lo=1, hi=1_000_000,
+                                               doc="token budget per step (prefill chunks + verify tokens)")
+    max_num_seqs: Optional[int] = _f(None, lo=1, hi=100_000, doc="requests per step at most")
+    gpu_memory_utilization: Optional[float] = _f(None, lo=0.1, hi=1.0, doc="fraction of GPU memory vLLM uses")
 
 
 @dataclass
@@ -204,6 +216,9 @@ def _check_cross_fields(cfg: RunConfig) -> None:
         raise ConfigError("workload.output_tokens: must produce at least 1 token")
     if w.arrival == "trace" and not w.trace_file:
         raise ConfigError("workload.trace_file: required when workload.arrival is trace")
+    if w.warmup_requests >= w.num_requests:
+        raise ConfigError(f"workload.warmup_requests: must be below workload.num_requests ({w.num_requests}), "
+                          f"got {w.warmup_requests}")
     if w.arrival == "closed" and w.concurrency is None:
         raise ConfigError("workload.concurrency: required when workload.arrival is closed; "
                           "allowed: an integer >= 1 (requests kept in flight)")
@@ -244,6 +259,7 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
             raise ConfigError(f"config: must be a YAML path, a mapping or a RunConfig, got {type(source).__name__}")
         data = copy.deepcopy(dict(source or {}))
     resolve_paths(data, base_dir)
+    drop_partners(data, overrides)  # --set of one name of an aliased pair replaces the file's other name
     cfg = build_config(apply_overrides(data, overrides))
     cfg.base_dir = Path(base_dir) if base_dir is not None else None
     return cfg

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-from vidur_specdec.config import ConfigError, RunConfig, build_config, read_config
+from vidur_specdec.config import ConfigError, RunConfig, build_config, read_config, vllm_defaults
 from vidur_specdec.costs import verify_cost  # noqa: F401 (registers speculative.verify_attention)
 from vidur_specdec.engine import deployment
 from vidur_specdec.engine.deployment import Deployment
 from vidur_specdec.hardware import collectives  # noqa: F401 (registers engine.all_reduce)
+from vidur_specdec.hardware.devices import get_device
 from vidur_specdec.speculation import proposers  # noqa: F401 (registers speculative.method)
 from vidur_specdec.speculation.checks import check_speculation
 
@@ -34,6 +35,7 @@ __all__ = ["ConfigError", "Resolved", "check", "from_dict", "load", "resolve"]
 def check(cfg: RunConfig) -> None:
     """Every constraint across layers; :class:`ConfigError` naming the key to change."""
     deployment.check(cfg)
+    vllm_defaults.resolve(cfg.scheduler, get_device(cfg.device))  # vLLM's scheduler defaults for the device
     if cfg.speculative.enabled:
         check_speculation(cfg.speculative)
 

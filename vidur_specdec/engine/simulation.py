@@ -371,7 +371,13 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
-    return SimulationResult(req, steps, summarize(req, steps, extra), p.cfg)
+    from vidur_specdec.speculation.proposers.pairing import describe_proposer
+
+    extra.update(describe_proposer(p.cfg))
+    warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics
+    extra["warmup_requests"] = warm
+    measured = req.sort_values(["arrived_at_s", "request_id"]).iloc[warm:].sort_index() if warm else req
+    return SimulationResult(req, steps, summarize(measured, steps, extra), p.cfg)
 
 
 def simulate(config: Union[str, Path, Mapping, RunConfig, None] = None,

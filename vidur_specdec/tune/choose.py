@@ -60,11 +60,11 @@ def step_pricer(cfg: RunConfig):
 
 def expected_advanced(cfg: RunConfig, k_max: int) -> List[float]:
     """Tokens advanced per decode step with k = 0..k_max guesses: 1 + E[min(A, k)], A at k_max."""
-    from vidur_specdec.speculation import acceptance
+    from vidur_specdec.tune.acceptance_carry import pmf_at
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     spec = build_config(cfg, setting_overrides(cfg, Setting(k_max))).speculative
-    pmf = acceptance.build(spec, 0).pmf
+    pmf = pmf_at(spec, k_max)  # a trace has no pmf of its own: its positions' runs, cut at k_max
     return [1.0 + float(np.dot(np.minimum(np.arange(len(pmf)), k), pmf)) for k in range(k_max + 1)]
 
 

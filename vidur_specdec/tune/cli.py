@@ -10,6 +10,8 @@ written).
 from __future__ import annotations
 
 import argparse
+import math
+import shutil
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -49,6 +51,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="percentile the SLOs apply to (default 99)")
     ap.add_argument("--load-axis", choices=("qps", "concurrency"), default="qps",
                     help="open-loop arrival rate (workload.qps) or closed-loop concurrency (workload.concurrency)")
+    ap.add_argument("--loads", default=None,
+                    help="comma-separated loads on --load-axis simulated for every k and the schedule besides the "
+                         "search, e.g. 1,8,32,64")
+    ap.add_argument("--warmup-requests", type=int, default=None,
+                    help="leave the first N requests of each point out of its metrics (workload.warmup_requests)")
     ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                     help=f"relative width at which a load bracket stops (default {DEFAULT_TOLERANCE:g})")
 
@@ -57,9 +64,19 @@ def _prepare(args: argparse.Namespace):
     """Every check that needs no simulation; returns (base, k_max, axis, slo, options, out_dir)."""
     from vidur_specdec.tune.points import get_axis
 
-    base = load(args.config, getattr(args, "overrides", []) or [])
+    from vidur_specdec.tune.preflight import check_before_running
+
+    overrides = list(getattr(args, "overrides", []) or [])
+    if getattr(args, "warmup_requests", None) is not None:
+        if args.warmup_requests < 0:
+            raise ConfigError(f"--warmup-requests: must be an integer >= 0, got {args.warmup_requests}")
+        overrides.append(f"workload.warmup_requests={args.warmup_requests}")
+    base = load(args.config, overrides)
     if base.speculative.method == "none":
-        raise ConfigError("speculative.method: tune needs a proposer (ngram, fixed, draft_model, ...); got none")
+        raise ConfigError("speculative.method: tune needs a proposer (ngram, eagle3, draft_model, ...); got none")
+    if base.speculative.num_speculative_tokens == 0 and args.k_max is None:
+        raise ConfigError("speculative.num_speculative_tokens: tune searches k = 0..this value, so it must be >= 1 "
+                          "(or give --k-max); got 0")
     k_max = args.k_max if args.k_max is not None else base.speculative.num_speculative_tokens
     if not 1 <= k_max <= MAX_K:
         raise ConfigError(f"--k-max: must be an integer in [1, {MAX_K}], got {k_max}")
@@ -69,17 +86,21 @@ def _prepare(args: argparse.Namespace):
         if k_max > given:
             raise ConfigError(f"--k-max: speculative.{used} describes {given} guesses, fewer than --k-max {k_max}; "
                               f"use --k-max <= {given} or give the input for {k_max}")
-    if args.slo_ttft_ms <= 0 or args.slo_tpot_ms <= 0:
-        raise ConfigError("--slo-ttft-ms/--slo-tpot-ms: must be > 0")
-    if not 0 < args.tolerance < 1:
+    for opt, v in (("--slo-ttft-ms", args.slo_ttft_ms), ("--slo-tpot-ms", args.slo_tpot_ms)):
+        if not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"{opt}: must be a finite number of ms > 0, got {v:g}")
+    if not (math.isfinite(args.tolerance) and 0 < args.tolerance < 1):
         raise ConfigError(f"--tolerance: must be in (0, 1), got {args.tolerance}")
     axis = get_axis(args.load_axis)
+    loads = check_before_running(base, k_max, axis, getattr(args, "loads", None))
     slo = {"ttft_ms": float(args.slo_ttft_ms), "tpot_ms": float(args.slo_tpot_ms), "percentile": args.slo_percentile}
     options = {"k_max": k_max, "objective": args.objective, "tolerance": args.tolerance, "load_axis": axis.name}
+    if loads:
+        options["loads"] = loads
     out_dir = Path(args.output_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--output-dir: {out_dir} exists and is not a folder")
-    return base, k_max, axis, slo, options, out_dir
+    return base, k_max, axis, slo, options, out_dir, loads
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     lock = None
     try:
-        base, k_max, axis, slo, options, out_dir = _prepare(args)
+        base, k_max, axis, slo, options, out_dir, loads = _prepare(args)
         from vidur_specdec import outfolder
 
         clear = outfolder.check(out_dir, "tune", bool(getattr(args, "overwrite", False)))  # the one folder rule
@@ -107,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             prepare(build_config(base, setting_overrides(base, Setting(k))))
         ev = Evaluator(base, axis, out_dir, slo, options, jobs, args.executor, args.address,
                        bool(getattr(args, "overwrite", False)))
+        created = not out_dir.exists()
         out_dir.mkdir(parents=True, exist_ok=True)
         lock = FolderLock(out_dir)
         lock.acquire()
@@ -114,14 +136,33 @@ def run(args: argparse.Namespace) -> int:
             from vidur_specdec.outfolder import clear as clear_folder
 
             clear_folder(out_dir)
+        had_journal = ev.journal.path.exists()
         ev.open()
         print(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
               f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
               f"{slo['tpot_ms']:g} ms, on {jobs} {args.executor} worker{'s' if jobs > 1 else ''} -> {out_dir}",
               file=sys.stderr, flush=True)
-        tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo)
-        res = tuner.tune(lambda: choose_schedule(base, k_max))
-        paths = write_all(out_dir, ev, res, options, tuner.meets)
+        from vidur_specdec.tune.vllm_config import tune_warnings
+
+        notes = tune_warnings(base)
+        for line in notes:
+            print(line, file=sys.stderr, flush=True)
+        tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo, loads)
+        try:
+            res = tuner.tune(lambda: choose_schedule(base, k_max))
+            paths = write_all(out_dir, ev, res, options, tuner.meets, notes)
+        except Exception as e:  # noqa: BLE001 - reported as one line below
+            # a failed tune leaves nothing that blocks the same command's rerun (its journal, a new folder)
+            if not had_journal:
+                ev.journal.path.unlink(missing_ok=True)
+            lock.release()
+            lock = None
+            if created:
+                shutil.rmtree(out_dir, ignore_errors=True)
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"tune: a point failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                              "nothing was kept") from None
     except KeyboardInterrupt:
         print("\ninterrupted: finished points are saved in the output folder's journal; rerun the same command "
               "to resume", file=sys.stderr)
@@ -141,6 +182,9 @@ def _report(res, axis, ev) -> None:
         where = (f"{f(c)} {axis.name} (between {f(res.crossover_bracket[k][0])} and {f(res.crossover_bracket[k][1])})"
                  if c is not None else f"none ({res.crossover_note.get(k, '')})")
         print(f"crossover k={k}: {where}")
+    over = sorted({p.load for p in ev.points if p.metrics and p.metrics.get("overloaded")})
+    if over:
+        print("overloaded (left out of crossovers and best k): " + ", ".join(f(x) for x in over) + f" {axis.name}")
     cap = res.capacity
     print(f"capacity under the SLOs: {f(cap['none']) if cap.get('none') is not None else '-'} without speculation, "
           f"{f(cap['speculative']) if cap.get('speculative') is not None else '-'} with the schedule")

@@ -19,9 +19,10 @@ from vidur_specdec.sweep.table import FLOAT_FORMAT, atomic_write
 from vidur_specdec.tune.points import TUNE_METRICS, Evaluator, Point, Setting, setting_overrides
 from vidur_specdec.tune.search import TuneResult, speedup
 
-INT_COLUMNS = {"num_steps", "restarts", "k_flips"}
-CSV_COLUMNS = (["point", "phase", "load_unit", "load", "setting", "k", "schedule", "row_id"] + TUNE_METRICS
-               + ["tpot_speedup", "baseline_point", "meets_slo", "config"])
+INT_COLUMNS = {"num_steps", "restarts", "k_flips", "overloaded", "measured_requests"}
+CSV_COLUMNS = (["point", "phase", "load_unit", "load", "setting", "k", "schedule", "row_id",
+                "alpha_used", "acceptance_length_used", "num_requests", "warmup_requests"] + TUNE_METRICS
+               + ["tpot_speedup", "ttft_speedup", "throughput_speedup", "baseline_point", "meets_slo", "config"])
 
 
 def _cell(v, metric: str = "") -> str:
@@ -39,16 +40,16 @@ def _r(x: Optional[float], nd: int = 6) -> Optional[float]:
 
 
 def vllm_speculative_config(base: RunConfig, sched: Setting) -> Dict[str, Any]:
-    """A drop-in vLLM ``speculative_config`` for the tuned schedule (method, model, k, schedule)."""
-    from vidur_specdec.speculation.proposers import weights_name
+    """A drop-in vLLM 0.33 ``speculative_config`` for the tuned schedule (:mod:`.vllm_config`)."""
+    from vidur_specdec.tune.vllm_config import speculative_config
 
-    s = base.speculative
-    return {
-        "method": s.method,
-        "model": weights_name(base),  # the drafter's or head's weights; vLLM's ngram has none
-        "num_speculative_tokens": sched.k,
-        "num_speculative_tokens_per_batch_size": [list(r) for r in sched.schedule],
-    }
+    return speculative_config(base, sched)
+
+
+def _ratio(b: Optional[Dict], m: Dict, col: str, higher: bool) -> Optional[float]:
+    if b is None or b.get(col) in (None, 0) or m.get(col) in (None, 0):
+        return None
+    return m[col] / b[col] if higher else b[col] / m[col]
 
 
 def baseline_of(ev: Evaluator, p: Point) -> Optional[Point]:
@@ -69,15 +70,26 @@ def csv_text(ev: Evaluator, meets) -> str:
         cells = [str(p.index), p.phase, ev.axis.name, ev.axis.fmt(p.load), p.setting.label, str(p.setting.k),
                  json.dumps([list(r) for r in p.setting.schedule], separators=(",", ":"))
                  if p.setting.schedule is not None else "", p.row_id]
+        from vidur_specdec.tune.acceptance_carry import point_acceptance
+
+        alpha, length = point_acceptance(p.config.speculative)
+        wl = p.config.workload
+        cells += [_cell(alpha), _cell(length), str(wl.num_requests - wl.warmup_requests), str(wl.warmup_requests)]
         cells += [_cell(p.metrics.get(c), c) for c in TUNE_METRICS]
         sp = 1.0 if b is p else (speedup(b.metrics, p.metrics) if b is not None else None)
-        cells += [_cell(sp), "" if b is None else str(b.index), "true" if meets(p.metrics) else "false",
+        bm = b.metrics if b is not None else None
+        cells += [_cell(sp), _cell(_ratio(bm, p.metrics, "ttft_ms_p50", False)),
+                  _cell(_ratio(bm, p.metrics, "throughput_tok_s", True)),
+                  "" if b is None else str(b.index), "true" if meets(p.metrics) else "false",
                   json.dumps({k: v for k, v in p.overrides.items()}, sort_keys=True, separators=(",", ":"))]
         w.writerow(cells)
     return buf.getvalue()
 
 
-def summary(ev: Evaluator, res: TuneResult, options: Dict) -> Dict:
+def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[str]] = None) -> Dict:
+    from vidur_specdec.speculation.proposers.pairing import describe_proposer
+    from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
+
     ax = ev.axis
     sched = res.schedule_setting
     reproduce = {}
@@ -85,7 +97,24 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict) -> Dict:
         ov = dict(ax.overrides(c["load"]))
         ov.update(setting_overrides(ev.base, sched))
         reproduce[ax.fmt(c["load"])] = [f"{k}={fmt_value(v)}" for k, v in ov.items()]
+    spec_cfg = vllm_speculative_config(ev.base, sched)
+    simulated = [p.load for p in ev.points if p.metrics is not None]
+    top = max(simulated) if simulated else None
+    cap_b = ev.base.scheduler.max_num_seqs
+    extrapolated = None
+    if ax.name == "concurrency" and top is not None and top < cap_b:
+        extrapolated = [int(top) + 1, cap_b]  # batch sizes the schedule prices but no simulated load reached
     return {
+        "deployment": deployment(ev.base),
+        "proposer": describe_proposer(ev.base),
+        "vllm_version": deployment(ev.base)["vllm_version"],
+        "engine_args": engine_args(ev.base),
+        "vllm_serve": serve_command(ev.base, spec_cfg),
+        "warnings": list(notes or []),
+        "overloaded_loads": sorted({ax.fmt(p.load) for p in ev.points
+                                    if p.metrics is not None and p.metrics.get("overloaded")}, key=float),
+        "schedule_extrapolated_batch_sizes": extrapolated,
+        "slo": ev.slo,
         "load_unit": ax.name,
         "crossover": {str(k): _r(v) for k, v in sorted(res.crossover.items())},
         "crossover_bracket": {str(k): v for k, v in sorted(res.crossover_bracket.items())},
@@ -94,7 +123,7 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict) -> Dict:
         "capacity": {k: _r(v) for k, v in res.capacity.items()},
         "capacity_bracket": res.capacity_bracket,
         "schedule": [list(r) for r in res.schedule],
-        "speculative_config": vllm_speculative_config(ev.base, sched),
+        "speculative_config": spec_cfg,
         "checks": [{k: (_r(v) if isinstance(v, float) else v) for k, v in c.items()} for c in res.checks],
         "schedule_choice": {"context_tokens": res.schedule_table.get("context_tokens"),
                             "tokens_advanced_per_step": [_r(x) for x in res.schedule_table.get("tokens_advanced", [])],
@@ -107,20 +136,24 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict) -> Dict:
     }
 
 
-def write_all(out_dir: Path, ev: Evaluator, res: TuneResult, options: Dict, meets) -> List[Path]:
+def write_all(out_dir: Path, ev: Evaluator, res: TuneResult, options: Dict, meets,
+              notes: Optional[List[str]] = None) -> List[Path]:
     """Write the CSV, the summary, vLLM's speculative_config and the page; returns their paths."""
     from vidur_specdec.tune.page import build_page
 
     out_dir = Path(out_dir)
     text = csv_text(ev, meets)
-    summ = summary(ev, res, options)
+    summ = summary(ev, res, options, notes)
     paths = []
     for name, body in (("tune.csv", text),
                        ("summary.json", json.dumps(summ, indent=1, sort_keys=True) + "\n"),
                        ("speculative_config.json",
-                        json.dumps(summ["speculative_config"], separators=(", ", ": ")) + "\n")):
+                        json.dumps(summ["speculative_config"], separators=(", ", ": ")) + "\n"),
+                       ("engine_args.json",
+                        json.dumps({"vllm_version": summ["vllm_version"], **summ["engine_args"],
+                                    "vllm_serve": summ["vllm_serve"]}, indent=1) + "\n")):
         atomic_write(out_dir / name, body)
         paths.append(out_dir / name)
-    atomic_write(out_dir / "tune.html", build_page(out_dir / "tune.csv"))
+    atomic_write(out_dir / "tune.html", build_page(out_dir / "tune.csv", summ))
     paths.append(out_dir / "tune.html")
     return paths

@@ -13,14 +13,18 @@ import csv
 import html
 import json
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from vidur_specdec.config import ConfigError
 
-KEEP = ["point", "phase", "load_unit", "load", "setting", "k", "schedule", "tpot_ms_p50", "ttft_ms_p99",
-        "tpot_ms_p99", "throughput_tok_s", "goodput_req_s", "k_flips", "tpot_speedup", "meets_slo"]
-NUMERIC = {"point", "load", "k", "tpot_ms_p50", "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s", "goodput_req_s",
-           "k_flips", "tpot_speedup"}
+KEEP = ["point", "phase", "load_unit", "load", "setting", "k", "schedule", "tpot_ms_p50", "ttft_ms_p50",
+        "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s", "goodput_req_s", "k_flips", "tpot_speedup",
+        "ttft_speedup", "throughput_speedup", "overloaded", "meets_slo"]
+NUMERIC = {"point", "load", "k", "tpot_ms_p50", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s",
+           "goodput_req_s", "k_flips", "tpot_speedup", "ttft_speedup", "throughput_speedup", "overloaded"}
+
+
+OPTIONAL = {"ttft_ms_p50", "ttft_speedup", "throughput_speedup", "overloaded"}  # absent from older tune.csv files
 
 
 def read_points(path: Path) -> List[Dict]:
@@ -29,14 +33,14 @@ def read_points(path: Path) -> List[Dict]:
         raise ConfigError(f"tune page: file not found: {path}")
     with open(path, newline="") as f:
         rd = csv.DictReader(f)
-        missing = [c for c in KEEP if c not in (rd.fieldnames or [])]
+        missing = [c for c in KEEP if c not in (rd.fieldnames or []) and c not in OPTIONAL]
         if missing:
             raise ConfigError(f"tune page: {path} is not a tune.csv (no column {missing[0]})")
         rows = []
         for r in rd:
             row = {}
             for c in KEEP:
-                v = r[c]
+                v = r.get(c, "")
                 if c in NUMERIC:
                     row[c] = float(v) if v != "" else None
                 elif c == "schedule":
@@ -56,7 +60,9 @@ body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Arial,s
 main { max-width: 1040px; margin: 0 auto; padding: 28px 20px 48px; }
 h1 { font-size: 26px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; }
 .muted, .note { color:#5b6475; } .note { font-size: 13px; }
-#chart { width: 100%; height: 460px; }
+.chart { width: 100%; height: 400px; }
+.answer { font-size: 18px; font-weight: 600; margin: 12px 0; } .warn { color: #b45309; font-size: 13px; }
+pre { background: #f5f7fa; padding: 10px; white-space: pre-wrap; word-break: break-all; font-size: 13px; }
 table { border-collapse: collapse; margin-top: 8px; font-size: 14px; }
 th, td { border-bottom: 1px solid #d9dde5; padding: 6px 10px; text-align: right; white-space: nowrap; }
 thead th { background:#f5f7fa; }
@@ -65,44 +71,60 @@ thead th { background:#f5f7fa; }
 _JS = r"""
 (function () {
   const D = JSON.parse(document.getElementById('tune-data').textContent);
-  const rows = D.rows, unit = D.unit;
+  const rows = D.rows, unit = D.unit, S = D.summary || {};
   const uniq = (xs) => Array.from(new Set(xs)).sort((a, b) => a - b);
   const statics = rows.filter((r) => r.schedule === null && r.tpot_speedup !== null);
   const ks = uniq(statics.map((r) => r.k));
-  const traces = [];
+  const sched = rows.filter((r) => r.schedule !== null).sort((a, b) => a.load - b.load);
   const crossings = [];
-  ks.forEach((k) => {
-    const byLoad = new Map();
-    statics.filter((r) => r.k === k).forEach((r) => byLoad.set(r.load, r.tpot_speedup));
-    const xs = uniq(Array.from(byLoad.keys()));
-    const ys = xs.map((x) => byLoad.get(x));
-    traces.push({ type: 'scatter', mode: 'lines+markers', name: k === 0 ? 'no speculation (k = 0)' : 'k = ' + k,
-                  x: xs, y: ys, hovertemplate: unit + ' %{x}: %{y:.3f}\u00d7<extra>k = ' + k + '</extra>' });
-    if (k > 0) {
-      for (let i = 1; i < xs.length; i++) {
-        if (ys[i - 1] >= 1 && ys[i] < 1) { crossings.push({ k: k, lo: xs[i - 1], hi: xs[i], x: Math.sqrt(xs[i - 1] * xs[i]) }); break; }
-        if (i === 1 && ys[0] < 1) break;
-      }
+  ks.filter((k) => k > 0).forEach((k) => {
+    const live = statics.filter((r) => r.k === k && !r.overloaded).sort((a, b) => a.load - b.load);
+    const base = new Map(statics.filter((r) => r.k === 0 && !r.overloaded).map((r) => [r.load, r]));
+    const pts = live.filter((r) => base.has(r.load));
+    for (let i = 1; i < pts.length; i++) {
+      if (i === 1 && pts[0].tpot_speedup < 1) break;
+      if (pts[i - 1].tpot_speedup >= 1 && pts[i].tpot_speedup < 1) {
+        crossings.push({ k: k, lo: pts[i - 1].load, hi: pts[i].load, x: Math.sqrt(pts[i - 1].load * pts[i].load) }); break; }
     }
   });
-  const sched = rows.filter((r) => r.schedule !== null && r.tpot_speedup !== null).sort((a, b) => a.load - b.load);
-  traces.push({ type: 'scatter', mode: 'lines+markers', name: 'chosen schedule', x: sched.map((r) => r.load),
-                y: sched.map((r) => r.tpot_speedup), line: { color: '#111', width: 3, dash: 'dot' },
-                marker: { size: 12, symbol: 'star', color: '#111' },
-                hovertemplate: unit + ' %{x}: %{y:.3f}\u00d7<extra>schedule</extra>' });
-  const shapes = [{ type: 'line', xref: 'paper', x0: 0, x1: 1, y0: 1, y1: 1, line: { color: '#1d2330', width: 1.5, dash: 'dash' } }];
-  const annotations = [];
-  crossings.forEach((c) => {
-    shapes.push({ type: 'line', x0: c.x, x1: c.x, yref: 'paper', y0: 0, y1: 1, line: { color: '#c2410c', width: 1, dash: 'dot' } });
-    annotations.push({ x: Math.log10(c.x), yref: 'paper', y: 1, yanchor: 'bottom', showarrow: false,
-                       text: 'k=' + c.k + ' crosses 1\u00d7', font: { size: 11, color: '#c2410c' }, textangle: -30 });
-  });
-  Plotly.newPlot('chart', traces, {
-    margin: { l: 64, r: 20, t: 40, b: 52 }, font: { family: 'system-ui, sans-serif', size: 13 },
-    xaxis: { type: 'log', title: { text: D.unit_label } },
-    yaxis: { title: { text: 'median TPOT speedup over no speculation (\u00d7)' }, rangemode: 'tozero', gridcolor: '#e6e9ef' },
-    shapes: shapes, annotations: annotations, legend: { orientation: 'h', y: -0.22 },
-    plot_bgcolor: '#fff', paper_bgcolor: '#fff' }, { displaylogo: false, responsive: true });
+  const cap = S.capacity || {};
+  const slo = S.slo || {};
+  function vline(x, color, dash) { return { type: 'line', x0: x, x1: x, yref: 'paper', y0: 0, y1: 1, line: { color: color, width: 1.5, dash: dash } }; }
+  function hline(y, color) { return { type: 'line', xref: 'paper', x0: 0, x1: 1, y0: y, y1: y, line: { color: color, width: 1.5, dash: 'dash' } }; }
+  function series(col, name) {
+    const traces = [];
+    ks.forEach((k) => {
+      const pts = statics.filter((r) => r.k === k && r[col] !== null).sort((a, b) => a.load - b.load);
+      const byLoad = new Map(); pts.forEach((r) => byLoad.set(r.load, r));
+      const xs = uniq(Array.from(byLoad.keys())); const rs = xs.map((x) => byLoad.get(x));
+      traces.push({ type: 'scatter', mode: 'lines+markers', name: k === 0 ? 'no speculation (k = 0)' : 'k = ' + k,
+        x: xs, y: rs.map((r) => r[col]), marker: { symbol: rs.map((r) => r.overloaded ? 'x' : 'circle'), size: rs.map((r) => r.overloaded ? 11 : 7) },
+        hovertemplate: unit + ' %{x}: %{y:.3f}<extra>k = ' + k + '</extra>' });
+    });
+    const ss = sched.filter((r) => r[col] !== null);
+    traces.push({ type: 'scatter', mode: 'lines+markers', name: 'chosen schedule', x: ss.map((r) => r.load), y: ss.map((r) => r[col]),
+      line: { color: '#111', width: 3, dash: 'dot' }, marker: { size: 12, symbol: 'star', color: '#111' },
+      hovertemplate: unit + ' %{x}: %{y:.3f}<extra>schedule</extra>' });
+    return traces;
+  }
+  function capShapes() {
+    const sh = [];
+    if (cap.none != null) sh.push(vline(cap.none, '#2563eb', 'dash'));
+    if (cap.speculative != null) sh.push(vline(cap.speculative, '#16a34a', 'dash'));
+    crossings.forEach((c) => sh.push(vline(c.x, '#c2410c', 'dot')));
+    return sh;
+  }
+  const layout = (ytitle, extra) => Object.assign({ margin: { l: 64, r: 20, t: 30, b: 52 }, font: { family: 'system-ui, sans-serif', size: 13 },
+    xaxis: { type: 'log', title: { text: D.unit_label } }, yaxis: { title: { text: ytitle }, rangemode: 'tozero', gridcolor: '#e6e9ef' },
+    legend: { orientation: 'h', y: -0.25 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff' }, extra);
+  const cfg = { displaylogo: false, responsive: true };
+  Plotly.newPlot('chart-tpot', series('tpot_ms_p50', 'TPOT'), layout('median TPOT (ms)',
+    { shapes: capShapes().concat(slo.tpot_ms != null ? [hline(slo.tpot_ms, '#9333ea')] : []) }), cfg);
+  Plotly.newPlot('chart-ttft', series('ttft_ms_p50', 'TTFT'), layout('median TTFT (ms)',
+    { shapes: capShapes().concat(slo.ttft_ms != null ? [hline(slo.ttft_ms, '#9333ea')] : []) }), cfg);
+  Plotly.newPlot('chart-throughput', series('throughput_tok_s', 'throughput'), layout('output throughput (tokens/s)', { shapes: capShapes() }), cfg);
+  Plotly.newPlot('chart', series('tpot_speedup', 'speedup'), layout('median TPOT speedup over no speculation (\u00d7)',
+    { shapes: [hline(1, '#1d2330')].concat(crossings.map((c) => vline(c.x, '#c2410c', 'dot'))) }), cfg);
   const tb = document.getElementById('schedule-rows');
   const s = sched.length ? sched[0].schedule : [];
   s.forEach((r) => { const tr = document.createElement('tr');
@@ -112,21 +134,79 @@ _JS = r"""
   ks.filter((k) => k > 0).forEach((k) => { const c = crossings.find((x) => x.k === k); const tr = document.createElement('tr');
     ['k = ' + k, c ? c.lo + ' \u2013 ' + c.hi : 'not in the searched range'].forEach((t) => { const td = document.createElement('td'); td.textContent = t; tr.appendChild(td); });
     cb.appendChild(tr); });
+  const lt = document.getElementById('load-rows');
+  uniq(rows.map((r) => r.load)).forEach((x) => {
+    const at = rows.filter((r) => r.load === x && r.schedule === null);
+    const b = at.find((r) => r.k === 0); if (!b) return;
+    at.filter((r) => r.k > 0).sort((a, c) => a.k - c.k).forEach((r) => { const tr = document.createElement('tr');
+      const f = (v, d) => v === null ? '\u2013' : v.toFixed(d);
+      [String(x), 'k = ' + r.k, f(r.tpot_speedup, 2) + '\u00d7', f(r.ttft_speedup, 2) + '\u00d7', f(r.throughput_speedup, 2) + '\u00d7',
+       f(r.throughput_tok_s, 0), f(r.goodput_req_s, 2), (r.overloaded || b.overloaded) ? 'overloaded' : ''].forEach((t) => {
+        const td = document.createElement('td'); td.textContent = t; tr.appendChild(td); });
+      lt.appendChild(tr); });
+  });
   window.specdecTune = { crossings: crossings, ks: ks, schedule: s };
 })();
 """
 
 
-def build_page(csv_path: Path) -> str:
+def _answer(summ: Dict, unit: str) -> str:
+    """The decision in one sentence, from summary.json."""
+    if not summ:
+        return ""
+    d = summ.get("deployment", {})
+    k = d.get("k")
+    method = {"eagle3": "EAGLE-3", "eagle": "EAGLE", "ngram": "n-gram", "draft_model": "A draft model",
+              "mtp": "MTP", "medusa": "Medusa"}.get(d.get("method"), d.get("method"))
+    cross = (summ.get("crossover") or {}).get(str(k))
+    best = summ.get("best_k") or {}
+    fmt = (lambda x: str(int(float(x)))) if unit == "concurrency" else (lambda x: f"{float(x):g}")
+    cap = summ.get("capacity") or {}
+    capt = (f"capacity under the SLOs: {fmt(cap['speculative']) if cap.get('speculative') is not None else 'none'} "
+            f"{unit} with the schedule, {fmt(cap['none']) if cap.get('none') is not None else 'none'} without")
+    if cross is not None:
+        above = sorted({v for x, v in best.items() if float(x) > float(cross)})
+        alt = ", ".join(f"k = {v}" if v else "off" for v in above) or "off"
+        head = f"{method} k = {k} pays up to {unit} {fmt(cross)}; above it, {alt}"
+    else:
+        note = (summ.get("crossover_note") or {}).get(str(k), "")
+        head = (f"{method} k = {k} pays at every {unit} searched that is not overloaded" if "every load" in note
+                and ">=" in note else f"{method} k = {k} does not pay at the loads searched ({note})")
+    return f"{head}; {capt}."
+
+
+def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
     from plotly.offline import get_plotlyjs
 
     rows = read_points(csv_path)
+    summ = summ or {}
     unit = rows[0]["load_unit"]
     label = {"qps": "load (requests/s, open loop)", "concurrency": "load (concurrent requests, closed loop)"}.get(
         unit, unit)
-    data = {"rows": rows, "unit": unit, "unit_label": label}
+    data = {"rows": rows, "unit": unit, "unit_label": label,
+            "summary": {"capacity": summ.get("capacity"), "slo": summ.get("slo")}}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
     e = html.escape
+    d = summ.get("deployment") or {}
+    dep = ""
+    if d:
+        acc = d.get("acceptance_input") or "none"
+        dep = (f"<p id=\"deployment\"><strong>{e(str(d.get('model')))}</strong> on {e(str(d.get('device')).upper())} "
+               f"&times; TP {d.get('tensor_parallel_size')}"
+               + (f" &times; {d.get('num_replicas')} replicas" if (d.get("num_replicas") or 1) > 1 else "")
+               + f", method <code>{e(str(d.get('method')))}</code>, k = {d.get('k')}, acceptance "
+               f"<code>{e(acc)}</code> = {e(json.dumps(d.get('acceptance_value')))}"
+               + (f", weights <code>{e(str((summ.get('proposer') or {}).get('proposer_weights')))}</code>"
+                  if (summ.get("proposer") or {}).get("proposer_weights") else "")
+               + f"; vLLM {e(str(summ.get('vllm_version', '')))} semantics, "
+               f"max_num_batched_tokens {(summ.get('engine_args') or {}).get('max_num_batched_tokens')}, "
+               f"max_num_seqs {(summ.get('engine_args') or {}).get('max_num_seqs')}.</p>")
+    warn = "".join(f"<p class=\"warn\">{e(w)}</p>" for w in summ.get("warnings") or [])
+    ext = summ.get("schedule_extrapolated_batch_sizes")
+    ext_txt = (f"<p class=\"note\" id=\"extrapolated\">Batch sizes {ext[0]}&ndash;{ext[1]}: chosen from the step-cost "
+               "model only; no simulated load reached them.</p>") if ext else ""
+    spec_txt = json.dumps(summ.get("speculative_config"), separators=(", ", ": ")) if summ else ""
+    over = summ.get("overloaded_loads") or []
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -140,19 +220,38 @@ def build_page(csv_path: Path) -> str:
 <body>
 <main>
 <h1>Tune: where speculation stops paying</h1>
-<p class="muted" id="source">Simulated points of one tune ({len(rows)} points, from <a href="{e(Path(csv_path).name)}">{e(Path(csv_path).name)}</a>):
-median TPOT speedup over no speculation at the same {e(unit)}, for each static k and for the chosen per-batch-size
-schedule. Simulator predictions, not GPU measurements.</p>
-<noscript><p><strong>This page needs JavaScript to draw the chart and the tables.</strong></p></noscript>
-<div id="chart" role="img" aria-label="Speedup against load for each k and for the schedule"></div>
-<p class="note">Above the dashed 1&times; line speculation is faster. A dotted vertical line marks where a k's
-speedup first falls below 1: the geometric middle of the two simulated loads that straddle it.</p>
+{dep}
+<p id="answer" class="answer">{e(_answer(summ, unit))}</p>
+{warn}
+<p class="muted" id="source">Simulated points of one tune ({len(rows)} points, from <a href="{e(Path(csv_path).name)}">{e(Path(csv_path).name)}</a>),
+for each static k and the chosen per-batch-size schedule (stars). Simulator predictions, not GPU measurements.
+Crosses mark overloaded runs ({e(", ".join(over)) or "none"}): queues grow or requests wait past the bound in docs/tune.md;
+they are left out of the crossovers and the best k.</p>
+<noscript><p><strong>This page needs JavaScript to draw the charts and the tables.</strong></p></noscript>
+<p class="note">Dashed vertical lines: capacity under the SLOs without speculation (blue) and with the schedule (green);
+dotted vertical lines: where a k's TPOT speedup first falls below 1 (orange); dashed horizontal lines: the SLOs (purple).</p>
+<h2>TPOT against load</h2>
+<div id="chart-tpot" class="chart" role="img" aria-label="Median TPOT against load"></div>
+<h2>TTFT against load</h2>
+<div id="chart-ttft" class="chart" role="img" aria-label="Median TTFT against load"></div>
+<h2>Output throughput against load</h2>
+<div id="chart-throughput" class="chart" role="img" aria-label="Output throughput against load"></div>
+<h2>TPOT speedup over no speculation</h2>
+<div id="chart" class="chart" role="img" aria-label="Speedup against load for each k and for the schedule"></div>
+<h2>Speedups, throughput and goodput at each load</h2>
+<table><thead><tr><th>{e(unit)}</th><th>k</th><th>TPOT speedup</th><th>TTFT speedup</th><th>throughput speedup</th>
+<th>throughput (tok/s)</th><th>goodput (req/s)</th><th></th></tr></thead><tbody id="load-rows"></tbody></table>
 <h2>The chosen schedule (vLLM <code>num_speculative_tokens_per_batch_size</code>)</h2>
 <table><thead><tr><th>Batch size (requests scheduled in a step)</th><th>k</th></tr></thead>
 <tbody id="schedule-rows"></tbody></table>
+{ext_txt}
 <h2>Crossovers</h2>
 <table><thead><tr><th>Static k</th><th>Speedup falls below 1 between</th></tr></thead>
 <tbody id="crossing-rows"></tbody></table>
+<h2><code>speculative_config.json</code> (vLLM {e(str(summ.get("vllm_version", "")))})</h2>
+<pre id="speculative-config">{e(spec_txt)}</pre>
+<p class="note">With the engine keys the tune simulated:</p>
+<pre id="vllm-serve">{e(str(summ.get("vllm_serve", "")))}</pre>
 </main>
 <script type="application/json" id="tune-data">{blob}</script>
 <script>{_JS}</script>

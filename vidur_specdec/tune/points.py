@@ -28,7 +28,7 @@ from vidur_specdec.sweep.worker import METRIC_COLUMNS, metrics_problem, row_metr
 
 TUNE_FORMAT = 1
 # Metrics a tune records beyond a sweep row's (requests per second meeting both SLOs).
-EXTRA_METRICS = ["goodput_req_s", "k_flips"]
+EXTRA_METRICS = ["goodput_req_s", "k_flips", "overloaded", "measured_requests"]
 TUNE_METRICS = METRIC_COLUMNS + EXTRA_METRICS
 PERCENTILES = (50, 90, 99)
 
@@ -103,18 +103,10 @@ class Setting:
 
 
 def truncated_acceptance(spec: SpeculativeConfig, k: int) -> Dict[str, Any]:
-    """Acceptance keys for ``k`` guesses from an input given for a larger k (the first k positions).
+    """Acceptance keys for ``k`` guesses from an input given for a larger k (rule: :mod:`.acceptance_carry`)."""
+    from vidur_specdec.tune.acceptance_carry import carried
 
-    ``acceptance_rate`` needs nothing; ``acceptance_per_position`` keeps its
-    first k rates; ``acceptance_histogram`` folds P(accepted >= k) into k.
-    """
-    used = spec.acceptance_input()
-    if used == "acceptance_per_position":
-        return {"speculative.acceptance_per_position": list(spec.acceptance_per_position[:k])}
-    if used == "acceptance_histogram":
-        h = list(spec.acceptance_histogram)
-        return {"speculative.acceptance_histogram": h[:k] + [float(sum(h[k:]))]}
-    return {}
+    return carried(spec, k)
 
 
 def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
@@ -152,11 +144,16 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     result = simulate(config_dict)
     wall = time.perf_counter() - t0
     m = row_metrics(result)
-    req = result.requests
+    from vidur_specdec.tune.loads import overloaded
+
+    warm = result.config.workload.warmup_requests
+    req = result.requests.sort_values(["arrived_at_s", "request_id"]).iloc[warm:]
     ok = (req["ttft_ms"] <= slo_ttft_ms) & ~(req["tpot_ms"] > slo_tpot_ms)
     span = result.summary["makespan_s"]
     m["goodput_req_s"] = float(ok.sum() / span) if span > 0 else None
     m["k_flips"] = int(result.summary["k_flips"])
+    m["overloaded"] = int(overloaded(result.requests, warm))
+    m["measured_requests"] = int(len(req))
     return {"metrics": m, "wall_s": wall, "code": code_digest(),
             "profiles": profile_digests(result.config, fresh=True)}
 
@@ -230,7 +227,9 @@ class Evaluator:
 
     def point(self, phase: str, load: float, setting: Setting) -> Point:
         """The point for (load, setting), created (not run) on first use; the first phase names it."""
-        ov = dict(self.axis.overrides(load))
+        from vidur_specdec.tune.loads import workload_overrides
+
+        ov = workload_overrides(self.base, self.axis, load)
         ov.update(setting_overrides(self.base, setting))
         try:
             cfg = build_config(self.base, ov)

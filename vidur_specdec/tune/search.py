@@ -98,9 +98,22 @@ class TuneResult:
 
 
 class Tuner:
-    def __init__(self, ev: Evaluator, k_max: int, tolerance: float, objective: Objective, slo: Dict) -> None:
+    def __init__(self, ev: Evaluator, k_max: int, tolerance: float, objective: Objective, slo: Dict,
+                 loads: Optional[List[float]] = None) -> None:
+        from vidur_specdec.tune.loads import load_bounds
+
         self.ev, self.k_max, self.tol, self.objective, self.slo = ev, k_max, tolerance, objective, slo
         self.axis = ev.axis
+        self.user_loads = [self.axis.norm(x) for x in (loads or [])]
+        self.bounds = load_bounds(ev.base, self.axis)
+
+    def clamp(self, x: float) -> float:
+        """A load inside the config's valid range (:func:`vidur_specdec.tune.loads.load_bounds`)."""
+        return min(max(self.axis.norm(x), self.bounds["lo"]), self.bounds["hi"])
+
+    @staticmethod
+    def over(m: Dict) -> bool:
+        return bool(m.get("overloaded"))
 
     # ------------------------------------------------------------------ helpers
     def meets(self, m: Dict) -> bool:
@@ -119,7 +132,7 @@ class Tuner:
         ax = self.axis
         ok: Optional[float] = None
         bad: Optional[float] = None
-        first = self._run("capacity", [(ax.norm(start), setting)])[0]
+        first = self._run("capacity", [(self.clamp(start), setting)])[0]
         up = self.meets(first.metrics)
         if up:
             ok = first.load
@@ -129,7 +142,7 @@ class Tuner:
             base = ok if up else bad
             loads = []
             for i in range(1, EXPAND_PER_ROUND + 1):
-                x = ax.norm(base * (2.0 ** i if up else 2.0 ** -i))
+                x = self.clamp(base * (2.0 ** i if up else 2.0 ** -i))
                 if x not in loads and x != base:
                     loads.append(x)
             if not loads:
@@ -167,10 +180,10 @@ class Tuner:
     def grid_loads(self, cap: float) -> List[float]:
         loads: List[float] = []
         for e in GRID_EXPONENTS:
-            x = self.axis.norm(cap * 2.0 ** e)
+            x = self.clamp(cap * 2.0 ** e)
             if x not in loads:
                 loads.append(x)
-        return loads
+        return sorted(set(loads) | set(self.user_loads))
 
     def run_grid(self, loads: List[float]) -> Dict[Tuple[float, int], Dict]:
         pairs = [(x, Setting(k)) for x in loads for k in range(self.k_max + 1)]
@@ -179,7 +192,13 @@ class Tuner:
 
     def crossovers(self, loads: List[float], table: Dict[Tuple[float, int], Dict], res: TuneResult) -> None:
         brackets: Dict[int, List[float]] = {}
+        all_loads = loads
         for k in range(1, self.k_max + 1):
+            loads = [x for x in all_loads if not self.over(table[(x, 0)]) and not self.over(table[(x, k)])]
+            if not loads:
+                res.crossover[k], res.crossover_bracket[k] = None, None
+                res.crossover_note[k] = "every load searched is overloaded"
+                continue
             s = [speedup(table[(x, 0)], table[(x, k)]) for x in loads]
             res.crossover[k], res.crossover_bracket[k] = None, None
             if s[0] is not None and s[0] < 1:
@@ -214,8 +233,11 @@ class Tuner:
     def best_k(self, loads: List[float], table: Dict[Tuple[float, int], Dict]) -> Dict[float, int]:
         out = {}
         for x in loads:
-            best = 0
-            for k in range(1, self.k_max + 1):
+            live = [k for k in range(self.k_max + 1) if not self.over(table[(x, k)])]
+            if not live:
+                continue  # overloaded with and without speculation: no best k there
+            best = live[0]
+            for k in live[1:]:
                 if self.objective.better(self.objective.value(table[(x, k)]), self.objective.value(table[(x, best)])):
                     best = k
             out[x] = best
@@ -226,6 +248,8 @@ class Tuner:
         """Run every search; ``choose()`` returns (schedule ranges, table) from the step-cost model."""
         res = TuneResult()
         none = Setting(0)
+        if self.user_loads:  # the loads asked for, every k, first (they keep the phase name "loads")
+            self._run("loads", [(x, Setting(k)) for x in self.user_loads for k in range(self.k_max + 1)])
         cap, bracket = self.capacity(none, self.axis.default_start)
         if cap is None:
             raise ConfigError(f"--slo-ttft-ms/--slo-tpot-ms: not met without speculation even at "
@@ -244,14 +268,13 @@ class Tuner:
         sched = Setting(max(1, max(k for _, _, k in ranges)), tuple(ranges))
         res.schedule_setting = sched
         check_loads = []
-        for e in CHECK_EXPONENTS:
-            x = self.axis.norm(cap * 2.0 ** e)
+        for x in [self.clamp(cap * 2.0 ** e) for e in CHECK_EXPONENTS] + self.user_loads:
             if x not in check_loads:
                 check_loads.append(x)
         pts = self._run("check", [(x, sched) for x in check_loads])
         for x, p in zip(check_loads, pts):
             statics = {k: table[(x, k)] for k in range(self.k_max + 1)}
-            best = res.best_k[x]
+            best = res.best_k.get(x, 0)
             v, vb, v0 = (self.objective.value(p.metrics), self.objective.value(statics[best]),
                          self.objective.value(statics[0]))
             res.checks.append({
@@ -262,6 +285,7 @@ class Tuner:
                 "schedule_speedup": speedup(statics[0], p.metrics),
                 "best_static_speedup": speedup(statics[0], statics[best]),
                 "k_flips": p.metrics.get("k_flips"), "num_steps": p.metrics.get("num_steps"),
+                "overloaded": bool(p.metrics.get("overloaded")),
             })
         res.capacity["speculative"], res.capacity_bracket["speculative"] = self.capacity(sched, cap)
         return res

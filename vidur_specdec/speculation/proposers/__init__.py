@@ -22,7 +22,7 @@ from vidur_specdec.config.registry import register_choices
 from vidur_specdec.speculation.proposers.base import REGISTRY, Proposer, ProposerContext, register  # noqa: F401
 
 for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if not _m.name.startswith("_") and _m.name not in ("base", "heads", "head_cost"):
+    if not _m.name.startswith("_") and _m.name not in ("base", "heads", "head_cost", "pairing"):
         importlib.import_module(f"{__name__}.{_m.name}")
 
 

@@ -1,0 +1,78 @@
+"""What each load of a tune runs, and whether a run was overloaded (docs/tune.md, "Loads").
+
+Requests per closed-loop point follow the measured dataset this project reads:
+22, 88, 128, 220, 440 and 880 prompts at concurrency 1, 8, 32, 64, 128 and 256,
+and four per request in flight at any other concurrency (at least 22), unless
+``workload.requests_per_concurrency`` says otherwise (then that many per request
+in flight, at least 1). Open-loop (qps) points keep ``workload.num_requests``.
+The first ``workload.warmup_requests`` arrivals are left out of the metrics and
+run on top of the counted ones.
+
+A run is **overloaded** when requests queue without bound: the queue wait
+(arrival to first scheduled step) of the last third of the measured requests,
+by arrival, is more than :data:`GROWTH_FACTOR` times that of the first third and
+above :data:`GROWTH_FLOOR_S`, or the median queue wait exceeds
+:data:`WAIT_BOUND_S`. Crossovers and the best k use only loads whose runs are
+not overloaded.
+
+The search stays inside the config's valid ranges: qps up to ``workload.qps``'s
+upper bound, concurrency up to :data:`CONCURRENCY_BOUND_FACTOR` times
+``scheduler.max_num_seqs`` (beyond it requests only queue).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, Optional
+
+DATASET_REQUESTS = {1: 22, 8: 88, 32: 128, 64: 220, 128: 440, 256: 880}
+PER_REQUEST_IN_FLIGHT = 4
+MIN_REQUESTS = 22
+GROWTH_FACTOR = 2.0
+GROWTH_FLOOR_S = 0.5
+WAIT_BOUND_S = 2.0
+CONCURRENCY_BOUND_FACTOR = 2
+
+
+def requests_for_concurrency(c: int, per: Optional[float]) -> int:
+    """Counted requests of a closed-loop point at concurrency ``c``."""
+    if per is not None:
+        return max(1, int(math.ceil(per * c)))
+    return DATASET_REQUESTS.get(int(c), max(MIN_REQUESTS, PER_REQUEST_IN_FLIGHT * int(c)))
+
+
+def load_bounds(base, axis) -> Dict[str, float]:
+    """``{"lo", "hi"}``: the loads the search may try."""
+    from vidur_specdec.config import WorkloadConfig
+
+    meta = {f.name: f.metadata for f in dataclasses.fields(WorkloadConfig)}
+    if axis.name == "concurrency":
+        return {"lo": 1.0, "hi": float(CONCURRENCY_BOUND_FACTOR * base.scheduler.max_num_seqs)}
+    return {"lo": float(meta["qps"]["lo"]), "hi": float(meta["qps"]["hi"])}
+
+
+def workload_overrides(base, axis, load: float) -> Dict:
+    """The load's own overrides: the axis key, plus the request count on the closed-loop axis."""
+    ov = dict(axis.overrides(load))
+    w = base.workload
+    if axis.name == "concurrency":
+        ov["workload.num_requests"] = requests_for_concurrency(int(load), w.requests_per_concurrency) \
+            + w.warmup_requests
+    return ov
+
+
+def overloaded(req, warmup: int) -> bool:
+    """The overload rule above, on a run's requests table."""
+    r = req.sort_values(["arrived_at_s", "request_id"]).iloc[warmup:]
+    wait = (r["scheduled_at_s"] - r["arrived_at_s"]).to_numpy(float)
+    n = len(wait)
+    if n == 0:
+        return False
+    if float(sorted(wait)[n // 2]) > WAIT_BOUND_S:
+        return True
+    if n < 6:
+        return False
+    third = n // 3
+    first, last = float(wait[:third].mean()), float(wait[-third:].mean())
+    return last > GROWTH_FLOOR_S and last > GROWTH_FACTOR * first
