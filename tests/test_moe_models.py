@@ -90,3 +90,31 @@ def test_config_json_path_resolves_to_moe(tmp_path):
     p.write_text((DATA / MODELS["openai/gpt-oss-20b"][0]).read_text())
     spec = resolve_model(str(p))
     assert spec.num_experts == 32 and spec.experts_per_token == 4 and spec.quantization == "mxfp4"
+
+
+def test_fp8_checkpoint_on_a100_is_refused_in_one_line():
+    from vidur_specdec.config import ConfigError
+    from vidur_specdec.engine import deployment
+    from vidur_specdec.engine.resolve import load
+
+    with pytest.raises(ConfigError, match="fp8") as e:
+        deployment.check(load({"model": "deepseek-ai/DeepSeek-V3", "device": "a100",
+                               "parallel": {"tensor_parallel_size": 8}}))
+    assert "\n" not in str(e.value)
+
+
+def test_each_named_model_runs_cold_from_the_command_line(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "vidur_specdec", "run", "--config",
+                          str(Path(__file__).parents[1] / "configs" / "default.yaml"),
+                          "--set", "model=openai/gpt-oss-120b", "--set", "device=h100",
+                          "--set", "workload.num_requests=4", "--output-dir", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert time.perf_counter() - t0 < 10
+    head = (tmp_path / "o" / "steps.csv").read_text().splitlines()[0]
+    assert head.endswith("moe_ms,experts_touched")
