@@ -40,10 +40,33 @@ class ModelSpec:
     max_model_len: int = 4096  # tokens
     tie_word_embeddings: bool = False
     head_dim: int = 0  # 0: hidden_size // num_heads
+    # Mixture-of-experts fields (all 0/False: a dense model). See architectures/moe.py.
+    num_experts: int = 0  # routed experts per MoE layer
+    experts_per_token: int = 0  # top-k routed experts each token wakes
+    expert_ffn_size: int = 0  # intermediate size of one routed expert
+    dense_layers: int = 0  # decoder layers whose MLP is a dense gated MLP of ffn_size (DeepSeek: 3)
+    shared_ffn_size: int = 0  # summed intermediate size of the always-on shared experts (0: none)
+    expert_bias: bool = False  # experts and router carry biases (gpt-oss)
+    kv_lora_rank: int = 0  # >0: multi-head latent attention (DeepSeek); KV = kv_lora_rank + qk_rope_head_dim
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    sliding_window: int = 0  # tokens a sliding-window layer attends (gpt-oss 128)
+    sliding_layers: int = 0  # how many decoder layers use the sliding window
+    quantization: str = ""  # the checkpoint's own weight format: "" (bf16), "fp8" (linear layers), "mxfp4" (experts)
 
     def __post_init__(self) -> None:
         if not self.head_dim:
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_heads)
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the decoder's MLPs are (mostly) mixture-of-experts layers."""
+        return self.num_experts > 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_layers - self.dense_layers if self.is_moe else 0
 
     def params_per_layer(self, tp: int = 1) -> int:
         """Weights of one decoder layer on one of ``tp`` GPUs (count, not bytes).
@@ -63,12 +86,30 @@ class ModelSpec:
         return (1 if self.tie_word_embeddings else 2) * self.vocab_size * self.hidden_size // tp
 
     def kv_bytes_per_token(self, tp: int = 1, dtype_bytes: int = 2) -> int:
-        """KV-cache bytes one token occupies on one GPU, all layers (K and V)."""
+        """KV-cache bytes one token occupies on one GPU, all layers (K and V).
+
+        MLA (``kv_lora_rank`` > 0): one compressed latent + rope key per layer,
+        replicated on every GPU. Sliding-window layers keep at most
+        ``sliding_window`` tokens per request, so only full-attention layers
+        grow with the context and are counted here (see docs/model.md).
+        """
+        if self.kv_lora_rank:
+            return dtype_bytes * (self.kv_lora_rank + self.qk_rope_head_dim) * self.num_layers
         kv_heads = -(-self.num_kv_heads // tp)
-        return 2 * dtype_bytes * self.head_dim * kv_heads * self.num_layers
+        return 2 * dtype_bytes * self.head_dim * kv_heads * (self.num_layers - self.sliding_layers)
 
     def to_dict(self) -> Dict:
-        return asdict(self)
+        """The fields as a dict; fields at their dense default are left out (a dense model's dict is unchanged)."""
+        d = asdict(self)
+        for f in fields(self):
+            if f.name in _MOE_FIELDS and d[f.name] == f.default:
+                del d[f.name]
+        return d
+
+
+_MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense_layers", "shared_ffn_size",
+               "expert_bias", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
+               "sliding_window", "sliding_layers", "quantization")
 
 
 def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
@@ -98,11 +139,31 @@ KNOWN_MODELS: Dict[str, ModelSpec] = {
         ModelSpec("JackFram/llama-68m", 2, 768, 12, 12, 3072, 32000, 2048),
         ModelSpec("JackFram/llama-160m", 12, 768, 12, 12, 3072, 32000, 2048),
         ModelSpec("TinyLlama/TinyLlama-1.1B-Chat-v1.0", 22, 2048, 32, 4, 5632, 32000, 2048),
+        # Mixture-of-experts targets: each repository's config.json (tests/data/moe/ holds the files;
+        # tests/test_moe_models.py checks these against them). ffn_size is the dense layers' MLP
+        # width, or the expert width when every layer is MoE.
+        *(ModelSpec(n, 48, 2048, 32, 4, 768, 151936, 40960, head_dim=128, num_experts=128,
+                    experts_per_token=8, expert_ffn_size=768) for n in ("Qwen/Qwen3-30B-A3B",)),
+        ModelSpec("Qwen/Qwen3-235B-A22B", 94, 4096, 64, 4, 1536, 151936, 40960, head_dim=128, num_experts=128,
+                  experts_per_token=8, expert_ffn_size=1536),
+        ModelSpec("mistralai/Mixtral-8x7B-Instruct-v0.1", 32, 4096, 32, 8, 14336, 32000, 32768, num_experts=8,
+                  experts_per_token=2, expert_ffn_size=14336),
+        *(ModelSpec(n, 61, 7168, 128, 1, 18432, 129280, 163840, head_dim=192, num_experts=256,
+                    experts_per_token=8, expert_ffn_size=2048, dense_layers=3, shared_ffn_size=2048,
+                    kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8")
+          for n in ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1")),
+        *(ModelSpec(n, layers, 2880, 64, 8, 2880, 201088, 131072, head_dim=64, num_experts=experts,
+                    experts_per_token=4, expert_ffn_size=2880, expert_bias=True, sliding_window=128,
+                    sliding_layers=layers // 2, quantization="mxfp4")
+          for n, layers, experts in (("openai/gpt-oss-20b", 24, 32), ("openai/gpt-oss-120b", 36, 128))),
     )
 }
 
 _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_size", "vocab_size",
-               "max_model_len", "head_dim")
+               "max_model_len", "head_dim", "num_experts", "experts_per_token", "expert_ffn_size", "dense_layers",
+               "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
+               "sliding_window", "sliding_layers")
+_ZERO_OK = ("head_dim",) + _MOE_FIELDS
 
 
 def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
@@ -118,7 +179,7 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if unknown:
         raise ModelError(f"{where}: unknown model field {unknown[0]!r}; allowed: {', '.join(names)}")
     required = [f.name for f in fields(ModelSpec) if f.name not in ("max_model_len", "tie_word_embeddings",
-                                                                    "head_dim")]
+                                                                    "head_dim") + _MOE_FIELDS]
     for key in required:
         if d.get(key) is None:
             raise ModelError(f"{where}: missing model field {key!r} (needs {', '.join(required)})")
@@ -127,19 +188,36 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
         if key not in d or d[key] is None:
             continue
         v = d[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if key == "head_dim" else 1):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if key in _ZERO_OK else 1):
             raise ModelError(f"{where}: {key} must be a positive integer, got {v!r}")
         out[key] = v
     if "tie_word_embeddings" in d:
         if not isinstance(d["tie_word_embeddings"], bool):
             raise ModelError(f"{where}: tie_word_embeddings must be true/false, got {d['tie_word_embeddings']!r}")
         out["tie_word_embeddings"] = d["tie_word_embeddings"]
+    if "expert_bias" in d:
+        if not isinstance(d["expert_bias"], bool):
+            raise ModelError(f"{where}: expert_bias must be true/false, got {d['expert_bias']!r}")
+        out["expert_bias"] = d["expert_bias"]
+    if d.get("quantization") not in (None, "", "fp8", "mxfp4"):
+        raise ModelError(f"{where}: quantization must be fp8 or mxfp4 (the checkpoint's format), "
+                         f"got {d['quantization']!r}")
+    out["quantization"] = d.get("quantization") or ""
     spec = ModelSpec(**out)
     _check_shape(spec, where)
     return spec
 
 
 def _check_shape(spec: ModelSpec, where: str) -> None:
+    moe = (spec.num_experts, spec.experts_per_token, spec.expert_ffn_size)
+    if any(moe) and not all(moe):
+        raise ModelError(f"{where}: a mixture-of-experts model needs num_experts, experts_per_token and "
+                         "expert_ffn_size all set")
+    if spec.experts_per_token > spec.num_experts:
+        raise ModelError(f"{where}: experts_per_token {spec.experts_per_token} exceeds num_experts "
+                         f"{spec.num_experts}")
+    if spec.dense_layers > spec.num_layers or spec.sliding_layers > spec.num_layers:
+        raise ModelError(f"{where}: dense_layers and sliding_layers must not exceed num_layers {spec.num_layers}")
     if spec.num_heads % spec.num_kv_heads:
         raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
     if spec.hidden_size % spec.num_heads:
@@ -168,10 +246,15 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     if not isinstance(cfg, Mapping):
         raise ModelError(f"{where}: a config.json must hold a JSON object")
     archs = cfg.get("architectures") or []
+    from vidur_specdec.architectures import moe
+
+    if isinstance(archs, list) and any(a in moe.MOE_ARCHITECTURES for a in archs):
+        return moe.model_from_moe_hf_config(cfg, name, where)
+    moe.refuse_expert_fields(cfg, where)  # experts are never simulated as a dense MLP
     if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
         got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
-        raise ModelError(f"{where}: only Llama-architecture models are supported "
-                         f"(architectures LlamaForCausalLM or model_type llama), got {got}")
+        raise ModelError(f"{where}: only Llama-architecture models and the MoE architectures "
+                         f"{', '.join(moe.MOE_ARCHITECTURES)} are supported, got {got}")
     d = {"name": str(cfg.get("_name_or_path") or name)}
     for field_name, key in _HF_KEYS.items():
         if cfg.get(key) is None:

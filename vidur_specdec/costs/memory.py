@@ -38,7 +38,15 @@ class NoRoomError(ValueError):
 
 
 def weight_bytes(model: ModelSpec, tp: int = 1) -> int:
-    """Bytes of one GPU's share of the weights: decoder layers + embedding + LM head."""
+    """Bytes of one GPU's share of the weights: decoder layers + embedding + LM head.
+
+    A mixture-of-experts model counts every expert at its checkpoint's format
+    (:func:`vidur_specdec.architectures.moe.weight_bytes`).
+    """
+    if model.is_moe or model.quantization:
+        from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
+
+        return int(moe_weight_bytes(model, tp))
     layers = model.num_layers * model.params_per_layer(tp)
     return DTYPE_BYTES * (layers + model.embedding_params(tp))
 

@@ -57,7 +57,11 @@ def check(cfg: RunConfig):
     Returns (target ModelSpec, drafter ModelSpec or None); :class:`ConfigError` naming the key otherwise.
     """
     model = resolved_model(cfg)
-    resolved_device(cfg)
+    device = resolved_device(cfg)
+    if model.quantization == "fp8" and device.name == "a100":
+        # FP8 (e4m3) tensor cores start with Hopper (compute capability 8.9+); vLLM serves fp8 checkpoints there
+        raise ConfigError(f"device: {model.name}'s checkpoint is fp8, which an a100 has no FP8 tensor cores for; "
+                          "use h100 or h200")
     tp = cfg.parallel.tensor_parallel_size
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)

@@ -23,7 +23,7 @@ REQUEST_COLUMNS = [
 STEP_COLUMNS = [
     "step", "replica", "start_s", "duration_ms", "num_reqs", "num_tokens", "decode_reqs", "guesses",
     "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms", "comm_ms", "lm_head_ms",
-    "sampling_ms", "overhead_ms", "k",
+    "sampling_ms", "overhead_ms", "k", "moe_ms", "experts_touched",
 ]
 # A run warns when more than this fraction of steps change k from the previous step
 # (vLLM issue #49548: throughput collapses when the batch size hovers at a schedule boundary).
@@ -63,7 +63,8 @@ class StepRecorder:
             sum(batch_stage.num_q_tokens), decode_reqs, guesses, prefill_tokens, ctx_tokens,
             accepted, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
             execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
-            getattr(execution_time, "k", 0),
+            getattr(execution_time, "k", 0), getattr(execution_time, "moe_ms", 0.0),
+            getattr(execution_time, "experts_touched", 0.0),
         ))
 
     def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:

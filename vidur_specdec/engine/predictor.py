@@ -111,10 +111,15 @@ class StepTime:
     """
 
     __slots__ = ("target", "verify_ms", "draft_ms", "comm_ms", "lm_head_ms", "sampling_ms", "overhead_ms",
-                 "total_time", "model_time", "k")
+                 "total_time", "model_time", "k", "moe_ms", "experts_touched")
 
-    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None, k: int = 0) -> None:
+    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None, k: int = 0,
+                 moe_ms: float = 0.0, experts_touched: float = 0.0) -> None:
         self.target = target
+        # mixture-of-experts targets: the MoE layers' time (ms, whole model, part of verify_ms)
+        # and the mean distinct routed experts woken per MoE layer (0 on a dense target)
+        self.moe_ms = moe_ms
+        self.experts_touched = experts_touched
         self.k = k  # the k the step's guesses were drawn with (the scheduler's, 0 without speculation)
         self.comm_ms = comm_ms
         self.lm_head_ms = extra.lm_head_ms if extra is not None else 0.0
@@ -173,6 +178,14 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._hidden = predictor_config.model_spec.hidden_size if predictor_config.model_spec is not None else 0
         self._overheads = predictor_config.step_overheads
         self._all_reduce = all_reduce_model(predictor_config.all_reduce)
+        spec = predictor_config.model_spec
+        self._moe = spec if spec is not None and spec.is_moe else None
+        if self._moe is not None:
+            from vidur_specdec.hardware.devices import get_device
+
+            dev = self._device or get_device(getattr(replica_config, "device", None) or "a100")
+            self._moe_device = dev.builder_fields()
+            self._dense_share = spec.dense_layers / spec.num_layers  # layers whose MLP is the profile's
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
@@ -192,7 +205,23 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         # it calls _get_tensor_parallel_communication_time only when the replica's TP > 1
         comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
         extra = self._overheads.cost(batch) if self._overheads is not None else None
-        return StepTime(target, draft_ms, comm_ms, extra, getattr(batch, "_specdec_k", 0))
+        if self._moe is None:
+            return StepTime(target, draft_ms, comm_ms, extra, getattr(batch, "_specdec_k", 0))
+        layer_ms, distinct = self._moe_layer(batch)
+        return StepTime(target, draft_ms, comm_ms, extra, getattr(batch, "_specdec_k", 0),
+                        moe_ms=layer_ms * self._moe.num_moe_layers, experts_touched=distinct)
+
+    def _moe_layer(self, batch):
+        """(ms of one MoE layer, distinct experts it wakes) for this step, priced once per batch."""
+        cached = getattr(batch, "_specdec_moe", None)
+        if cached is None:
+            from vidur_specdec.costs.moe_layer import moe_layer_ms
+
+            comp = StepComposition.of(batch)
+            groups = list(comp.decode_q) + [c for _, c in comp.prefill]
+            cached = moe_layer_ms(self._moe, self._moe_device, self._tp, groups)
+            batch._specdec_moe = cached
+        return cached
 
     def _tok(self, batch) -> int:
         return batch.total_num_q_tokens
@@ -219,14 +248,22 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         m = self._m
         return sum(m.prefill_attention_ms(kv, c) for kv, c in StepComposition.of(batch).prefill)
 
+    # On a mixture-of-experts target the MLP ops are the per-layer mean of the dense
+    # leading layers (the profile's MLP ops) and the MoE layers (costs/moe_layer.py,
+    # priced from the step's composition): the MoE share rides on up_proj.
     def _get_mlp_layer_up_proj_execution_time(self, batch) -> float:
-        return self._m.linear_ms("mlp_up_proj", self._tok(batch))
+        dense = self._m.linear_ms("mlp_up_proj", self._tok(batch))
+        if self._moe is None:
+            return dense
+        return self._dense_share * dense + (1.0 - self._dense_share) * self._moe_layer(batch)[0]
 
     def _get_mlp_layer_down_proj_execution_time(self, batch) -> float:
-        return self._m.linear_ms("mlp_down_proj", self._tok(batch))
+        dense = self._m.linear_ms("mlp_down_proj", self._tok(batch))
+        return dense if self._moe is None else self._dense_share * dense
 
     def _get_mlp_layer_act_execution_time(self, batch) -> float:
-        return self._m.linear_ms("mlp_act", self._tok(batch))
+        dense = self._m.linear_ms("mlp_act", self._tok(batch))
+        return dense if self._moe is None else self._dense_share * dense
 
     def _get_attn_norm_layer_act_execution_time(self, batch) -> float:
         return self._m.linear_ms("input_layernorm", self._tok(batch))

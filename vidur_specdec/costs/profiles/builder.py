@@ -105,6 +105,8 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         )
     if spec.ffn_size % tp:
         raise ProfileError(f"tp={tp} does not divide {spec.name}'s MLP size {spec.ffn_size}")
+    if getattr(spec, "expert_ffn_size", 0) % tp:
+        raise ProfileError(f"tp={tp} does not divide {spec.name}'s expert width {spec.expert_ffn_size}")
 
 
 def _shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:

@@ -1,0 +1,218 @@
+"""Mixture-of-experts targets: their Hugging Face configs, parameter counts and weight bytes.
+
+Four architectures are read, each by its own ``config.json`` field names
+(transformers' configuration classes):
+
+* ``Qwen3MoeForCausalLM`` — ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
+  ``decoder_sparse_step``, ``mlp_only_layers``, ``intermediate_size`` (dense layers)
+* ``MixtralForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size`` (= expert width)
+* ``DeepseekV3ForCausalLM`` — ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
+  ``n_shared_experts``, ``first_k_dense_replace``, ``moe_layer_freq``, ``intermediate_size`` (dense
+  layers), the MLA ranks; ``quantization_config`` fp8
+* ``GptOssForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size``
+  (= expert width), ``layer_types``/``sliding_window``; ``quantization_config`` mxfp4
+
+A config that carries an expert field its architecture does not define (for
+example a Mixtral config relabelled ``LlamaForCausalLM`` that still has
+``num_local_experts``) is refused in one line naming the field: it is never
+simulated as a dense model. Counts are numbers of weights; bytes are per GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from vidur_specdec.config import ConfigError
+
+MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM")
+
+# Every config.json key (across Hugging Face MoE families) that says something about experts.
+EXPERT_KEYS = frozenset({
+    "num_experts", "num_local_experts", "n_routed_experts", "num_routed_experts", "num_experts_per_tok",
+    "experts_per_token", "moe_intermediate_size", "shared_expert_intermediate_size", "n_shared_experts",
+    "num_shared_experts", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "mlp_only_layers",
+    "moe_k", "moe_num_experts", "moe_topk", "num_experts_per_layer", "expert_interval", "moe_layer_start_index",
+    "moe_layer_end_index", "ep_size", "n_group", "topk_group", "moe_every_n_layers", "num_experts_per_group",
+    "shared_intermediate_size", "dense_intermediate_size", "moe_layers", "mlp_layer_types", "num_expert_group",
+})
+# The expert keys each architecture's transformers configuration class defines.
+_MODELED = {
+    "Qwen3MoeForCausalLM": {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
+                            "mlp_only_layers"},
+    "MixtralForCausalLM": {"num_local_experts", "num_experts_per_tok"},
+    "DeepseekV3ForCausalLM": {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+                              "first_k_dense_replace", "moe_layer_freq", "ep_size", "n_group", "topk_group"},
+    "GptOssForCausalLM": {"num_local_experts", "num_experts_per_tok", "experts_per_token"},
+}
+# Bytes per weight of each checkpoint format: bf16 2; fp8 e4m3 1 (+ one fp32 scale per 128x128 block,
+# 1/4096, left out); MXFP4 4 bits + one e8m0 scale byte per 32 values = 4.25 bits (OCP MX spec v1.0).
+BYTES_PER_WEIGHT = {"": 2.0, "bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8.0}
+
+
+def _err(where: str, key: str, why: str) -> ConfigError:
+    from vidur_specdec.architectures.models import ModelError
+
+    return ModelError(f"{where}: config.json field {key!r} {why}")
+
+
+def refuse_expert_fields(cfg: Mapping, where: str) -> None:
+    """Raise on an expert field in the config of a dense architecture (never simulate experts as dense)."""
+    found = sorted(EXPERT_KEYS & set(cfg))
+    if found:
+        archs = ", ".join(map(str, cfg.get("architectures") or [])) or str(cfg.get("model_type"))
+        raise _err(where, found[0], f"describes experts, but architectures says {archs}; "
+                   f"use the model's own architecture ({', '.join(MOE_ARCHITECTURES)})")
+
+
+def _int(cfg: Mapping, key: str, where: str, default=None, minimum: int = 1) -> int:
+    v = cfg.get(key, default)
+    if v is None:
+        raise _err(where, key, "is missing")
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise _err(where, key, f"must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _quantization(cfg: Mapping, arch: str, where: str) -> str:
+    q = cfg.get("quantization_config")
+    if not q:
+        return ""
+    method = q.get("quant_method") if isinstance(q, Mapping) else None
+    if method == "fp8" and arch != "GptOssForCausalLM":
+        if q.get("fmt", "e4m3") != "e4m3" or q.get("activation_scheme", "dynamic") != "dynamic":
+            raise _err(where, "quantization_config", "fp8 other than e4m3 with dynamic activations is not modeled")
+        return "fp8"
+    if method == "mxfp4" and arch == "GptOssForCausalLM":
+        return "mxfp4"
+    raise _err(where, "quantization_config", f"quant_method {method!r} is not modeled for {arch}")
+
+
+def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
+    """A MoE :class:`~vidur_specdec.architectures.models.ModelSpec` from its ``config.json``."""
+    from vidur_specdec.architectures.models import model_from_dict
+
+    arch = next(a for a in (cfg.get("architectures") or []) if a in MOE_ARCHITECTURES)
+    for key in sorted(EXPERT_KEYS & set(cfg)):
+        if key not in _MODELED[arch]:
+            raise _err(where, key, f"is not a {arch} field; this model cannot represent it")
+    L = _int(cfg, "num_hidden_layers", where)
+    h = _int(cfg, "hidden_size", where)
+    H = _int(cfg, "num_attention_heads", where)
+    d = {"name": str(cfg.get("_name_or_path") or name), "num_layers": L, "hidden_size": h, "num_heads": H,
+         "num_kv_heads": _int(cfg, "num_key_value_heads", where, default=H), "vocab_size": _int(cfg, "vocab_size", where),
+         "max_model_len": _int(cfg, "max_position_embeddings", where),
+         "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+         "experts_per_token": _int(cfg, "num_experts_per_tok", where),
+         "quantization": _quantization(cfg, arch, where)}
+    if cfg.get("sliding_window") and arch != "GptOssForCausalLM" and (
+            cfg.get("use_sliding_window") or arch == "MixtralForCausalLM"):
+        raise _err(where, "sliding_window", f"is set on a {arch}; sliding attention is modeled for GptOss only")
+    if arch == "Qwen3MoeForCausalLM":
+        step = _int(cfg, "decoder_sparse_step", where, default=1)
+        only = cfg.get("mlp_only_layers") or []
+        if not isinstance(only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < L
+                                             for i in only):
+            raise _err(where, "mlp_only_layers", f"must list layer indices in [0, {L})")
+        moe = sum(1 for i in range(L) if i not in only and (i + 1) % step == 0)
+        f = _int(cfg, "moe_intermediate_size", where)
+        d.update(num_experts=_int(cfg, "num_experts", where), expert_ffn_size=f, dense_layers=L - moe,
+                 ffn_size=_int(cfg, "intermediate_size", where) if moe < L else f,
+                 head_dim=_int(cfg, "head_dim", where, default=h // H))
+    elif arch == "MixtralForCausalLM":
+        f = _int(cfg, "intermediate_size", where)
+        d.update(num_experts=_int(cfg, "num_local_experts", where), expert_ffn_size=f, ffn_size=f)
+        if cfg.get("head_dim"):
+            d["head_dim"] = _int(cfg, "head_dim", where)
+    elif arch == "DeepseekV3ForCausalLM":
+        if cfg.get("ep_size", 1) != 1:
+            raise _err(where, "ep_size", "must be 1 (expert parallelism is a deployment setting, not the model's)")
+        k_dense = _int(cfg, "first_k_dense_replace", where, default=0, minimum=0)
+        freq = _int(cfg, "moe_layer_freq", where, default=1)
+        moe = sum(1 for i in range(L) if i >= k_dense and i % freq == 0)
+        f = _int(cfg, "moe_intermediate_size", where)
+        rope, nope = _int(cfg, "qk_rope_head_dim", where), _int(cfg, "qk_nope_head_dim", where)
+        d.update(num_experts=_int(cfg, "n_routed_experts", where), expert_ffn_size=f, dense_layers=L - moe,
+                 ffn_size=_int(cfg, "intermediate_size", where),
+                 shared_ffn_size=f * _int(cfg, "n_shared_experts", where, default=0, minimum=0),
+                 # MLA: every query head attends one shared compressed latent, priced as one KV head
+                 num_kv_heads=1, head_dim=nope + rope, kv_lora_rank=_int(cfg, "kv_lora_rank", where),
+                 q_lora_rank=_int(cfg, "q_lora_rank", where, default=0, minimum=0), qk_rope_head_dim=rope,
+                 v_head_dim=_int(cfg, "v_head_dim", where))
+    else:  # GptOssForCausalLM
+        k = d["experts_per_token"]
+        if "experts_per_token" in cfg and cfg["experts_per_token"] != k:
+            raise _err(where, "experts_per_token", f"({cfg['experts_per_token']!r}) disagrees with "
+                       f"num_experts_per_tok ({k})")
+        types = list(cfg.get("layer_types") or ["sliding_attention", "full_attention"] * (L // 2))
+        if len(types) != L or not set(types) <= {"sliding_attention", "full_attention"}:
+            raise _err(where, "layer_types", f"must list {L} of sliding_attention/full_attention")
+        f = _int(cfg, "intermediate_size", where)
+        d.update(num_experts=_int(cfg, "num_local_experts", where), expert_ffn_size=f, ffn_size=f,
+                 head_dim=_int(cfg, "head_dim", where), expert_bias=True,
+                 sliding_window=_int(cfg, "sliding_window", where),
+                 sliding_layers=types.count("sliding_attention"))
+    return model_from_dict(d, where)
+
+
+# --------------------------------------------------------------------------- counts and bytes
+
+
+def attention_params(spec, tp: int = 1) -> int:
+    """Attention projection weights of one layer on one of ``tp`` GPUs (MLA: its low-rank factors)."""
+    h, H = spec.hidden_size, spec.num_heads // tp
+    if spec.kv_lora_rank:
+        qk = spec.head_dim  # qk_nope + qk_rope
+        nope = qk - spec.qk_rope_head_dim
+        q = (h * spec.q_lora_rank + spec.q_lora_rank * H * qk) if spec.q_lora_rank else h * H * qk
+        kv = h * (spec.kv_lora_rank + spec.qk_rope_head_dim)  # replicated: the shared latent
+        kv += spec.kv_lora_rank * H * (nope + spec.v_head_dim)
+        return q + kv + H * spec.v_head_dim * h
+    kv = -(-spec.num_kv_heads // tp)
+    n = h * spec.head_dim * (H + 2 * kv) + H * spec.head_dim * h
+    if spec.expert_bias:  # gpt-oss: q/k/v/o biases and one sink logit per head
+        n += spec.head_dim * (H + 2 * kv) + h + H
+    return n
+
+
+def expert_params(spec) -> int:
+    """One routed expert: gate, up and down matrices (+ their biases on gpt-oss)."""
+    h, f = spec.hidden_size, spec.expert_ffn_size
+    return 3 * h * f + ((2 * f + h) if spec.expert_bias else 0)
+
+
+def router_params(spec) -> int:
+    return spec.hidden_size * spec.num_experts + (spec.num_experts if spec.expert_bias or spec.kv_lora_rank else 0)
+
+
+def param_counts(spec) -> dict:
+    """Total and active weights of the whole model (decoder layers + embedding + LM head; norms left out)."""
+    L, Lm = spec.num_layers, spec.num_moe_layers
+    attn = L * attention_params(spec)
+    dense = (L - Lm) * 3 * spec.hidden_size * spec.ffn_size
+    common = Lm * (router_params(spec) + 3 * spec.hidden_size * spec.shared_ffn_size)
+    emb = spec.embedding_params()
+    total = attn + dense + common + Lm * spec.num_experts * expert_params(spec) + emb
+    active = attn + dense + common + Lm * spec.experts_per_token * expert_params(spec) + emb
+    return {"total": total, "active": active}
+
+
+def weight_bytes(spec, tp: int = 1, experts_per_gpu=None) -> float:
+    """Bytes of one GPU's weights at the checkpoint's format (``spec.quantization``).
+
+    Experts are split ``1/tp`` wide on every GPU (tensor parallel), or whole
+    experts ``experts_per_gpu`` to a GPU when given (expert parallel). fp8 covers
+    every linear layer; mxfp4 the routed experts only (their biases, attention,
+    router, embedding and LM head stay bf16, as in the gpt-oss checkpoints).
+    """
+    q = spec.quantization
+    lin = BYTES_PER_WEIGHT["fp8"] if q == "fp8" else 2.0
+    exp_b = BYTES_PER_WEIGHT[q] if q in ("fp8", "mxfp4") else 2.0
+    L, Lm, h = spec.num_layers, spec.num_moe_layers, spec.hidden_size
+    body = lin * L * attention_params(spec, tp)
+    body += lin * (L - Lm) * 3 * h * spec.ffn_size / tp
+    body += Lm * (2.0 * router_params(spec) + lin * 3 * h * spec.shared_ffn_size / tp)
+    matrices = 3 * h * spec.expert_ffn_size
+    biases = expert_params(spec) - matrices
+    n_exp = spec.num_experts / tp if experts_per_gpu is None else experts_per_gpu
+    body += Lm * n_exp * (exp_b * matrices + 2.0 * biases)
+    return body + 2.0 * spec.embedding_params(tp)

@@ -1,0 +1,74 @@
+"""Time of one mixture-of-experts MLP layer for one step, on the profile builder's roofline.
+
+A step is a list of token *groups* (:func:`vidur_specdec.costs.routing.step_groups`:
+a prefill chunk, a plain decode, a verify block of k+1 tokens of one request).
+On one of ``tp`` GPUs (every expert split ``1/tp`` wide, vLLM's default without
+expert parallelism) one MoE layer runs
+
+* the router: a [T x hidden] x [hidden x E] GEMM (bf16, replicated) and its top-k;
+* the routed experts as one grouped GEMM pair (gate_up, down): it streams the
+  weights of the ``D`` distinct experts the step wakes (:mod:`~vidur_specdec.costs.routing`)
+  and computes ``2 T top_k 3 hidden f/tp`` FLOPs, with a floor of one
+  ``gemm_tile_m``-row tile per woken expert (a grouped GEMM pads each expert's
+  rows to a whole tile, so small batches stay memory-bound); compute and memory
+  are joined by the builder's power mean with its fitted GEMM efficiencies;
+* the shared experts (DeepSeek) as an ordinary dense gated MLP.
+
+Dense leading layers (DeepSeek's first three) keep the profile's MLP ops. Times in
+ms per layer; ``device`` is the builder's device mapping (``peak_flops``,
+``mem_bw``, ``sms``, ``l2_bytes``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence, Tuple
+
+from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
+from vidur_specdec.costs import routing
+from vidur_specdec.costs.profiles import params as P
+from vidur_specdec.costs.profiles.builder import _device_fields, _gemm_ms, _stream_ms
+
+ACT_BYTES = 2  # bf16 activations
+
+
+def expert_bytes_per_weight(spec) -> float:
+    """Bytes per routed-expert weight at the checkpoint's format (bf16 2, fp8 1, mxfp4 0.53125)."""
+    return BYTES_PER_WEIGHT.get(spec.quantization or "", 2.0)
+
+
+def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
+                 zipf_s: float = routing.DEFAULT_ZIPF_S, efficiency: Optional[Mapping] = None,
+                 weight_bytes: Optional[float] = None) -> Tuple[float, float]:
+    """(ms of one MoE layer on one GPU, expected distinct routed experts woken) for the step ``groups``.
+
+    ``weight_bytes`` overrides the bytes per expert weight (default: the checkpoint's format).
+    """
+    tokens = int(sum(groups))
+    if tokens == 0:
+        return 0.0, 0.0
+    e = P.EFFICIENCY if efficiency is None else efficiency
+    dev = _device_fields(device)
+    g, l2 = e["gemm"], e["l2"]
+    h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
+    f = spec.expert_ffn_size / tp
+    wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
+    distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
+    # router GEMM + top-k / softmax over T x E scores
+    ms = float(_gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
+    ms += float(_stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
+    # routed experts: grouped GEMM over the woken experts (gate_up then down, two launches)
+    rows = tokens * k
+    flops = 2.0 * rows * 3 * h * f
+    floor = distinct * 2.0 * P.KERNEL["gemm_tile_m"] * 3 * h * f
+    t_compute = max(flops, floor) / (dev["peak_flops"] * g["compute_eff_max"])
+    nbytes = distinct * 3 * h * f * wb + rows * (2 * h + 3 * f) * ACT_BYTES
+    t_memory = nbytes / (dev["mem_bw"] * g["mem_eff"])
+    pw = g["overlap_exp"]
+    ms += (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
+    ms += float(_stream_ms(3.0 * rows * f * ACT_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
+    if spec.shared_ffn_size:
+        sf = spec.shared_ffn_size / tp
+        sb = 1 if spec.quantization == "fp8" else ACT_BYTES
+        ms += float(_gemm_ms(tokens, h, 2 * sf, dev, g, sb)) + float(_gemm_ms(tokens, sf, h, dev, g, sb))
+        ms += float(_stream_ms(3.0 * tokens * sf * ACT_BYTES, dev, e["mlp_act"], l2))
+    return ms, distinct

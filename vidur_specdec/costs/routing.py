@@ -1,0 +1,210 @@
+"""Routing model: expected routed experts one MoE layer wakes in one scheduler step.
+
+A step is a list of *groups*; each group is a run of consecutive tokens of ONE request:
+  * a prefill chunk of c tokens            -> group of size c
+  * a plain decode                         -> group of size 1
+  * a verify block of k speculative tokens -> group of size k + 1
+Tokens of different groups (different requests) route independently; tokens inside a
+group are correlated by *within-request locality*.
+
+Per-expert model (closed form, deterministic, no Monte Carlo):
+  * popularity: each token picks expert e with marginal probability p_e, sum_e p_e = top_k,
+    p_e <= 1.  p = top_k * w, w_i ~ (i+1)^(-zipf_s) (s = 0: uniform), water-filled so no
+    p_e exceeds 1.
+  * locality: along a request, "expert e is picked" is a two-state Markov chain with
+    P(pick e | predecessor picked e) = a_e = rho + (1 - rho) p_e and
+    P(pick e | predecessor did not) = b_e = p_e (1 - a_e) / (1 - p_e),
+    which keeps the stationary marginal at p_e (rho = 0: independent tokens; rho = 1: every
+    token of a request re-picks its predecessor's experts).
+  * P(e not woken by a group of n) = (1 - p_e) (1 - b_e)^(n - 1)
+    expected distinct experts = sum_e [1 - prod_groups P(e not woken by group)].
+  Uniform, rho = 0 limit: E (1 - (1 - k/E)^n) for n independent tokens.
+
+Load (EP imbalance): tokens routed to e, X_e = sum over tokens of the indicator.
+  E[X_e] = T p_e; Var within a group of n = n p(1-p) [1 + 2 sum_{j=1}^{n-1} (1 - j/n) lam^j],
+  lam = a - b (lag-1 autocorrelation of the chain).  Expected max over experts ~
+  max_e min(n_tok, mu_e + sigma_e sqrt(2 ln E)) (Gaussian extreme-value bound; an estimate).
+
+Named parameters (``DEFAULT_RHO``, ``DEFAULT_ZIPF_S``) and their sources:
+  * rho (within-request locality) = 0.55, fitted to ONE published point
+    (openvinotoolkit/openvino.genai issue 4390, comment of 2026-09-23: Qwen3-30B-A3B wakes
+    8 experts for a single token and "an average of 24 experts for 6 tokens" of one
+    verify block).
+  * zipf_s (popularity skew) = 0: no per-expert frequency table was found for any of the
+    modelled targets; the uniform limit is the upper bound on distinct experts.
+  Held out: vllm-project/vllm issue 46295 unique-expert ratios (about 1.3x at K=1, 3.2x at
+  K=4, 6.1x at K=8 over K=0); jundot/omlx issue 2077 (GLM-5.2: adjacent tokens share almost
+  no experts, rho about 0). docs/model.md reports the held-out error.
+Counts are experts (expected values, not integers); groups are token counts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Sequence, Tuple
+
+import numpy as np
+
+DEFAULT_RHO = 0.55
+DEFAULT_ZIPF_S = 0.0
+
+
+@dataclass(frozen=True)
+class StepRouting:
+    expected_distinct: float  # experts woken in this layer (expected)
+    tokens: int  # token rows routed (sum of group sizes)
+    mean_tokens_per_expert: float  # tokens * top_k / E
+    max_tokens_per_expert: float  # expected busiest expert (estimate)
+    imbalance: float  # max / mean (>= 1)
+
+
+def _check(num_experts: int, top_k: int, rho: float, zipf_s: float) -> None:
+    if not (isinstance(num_experts, (int, np.integer)) and num_experts >= 1):
+        raise ValueError(f"num_experts must be a positive integer, got {num_experts!r}")
+    if not (isinstance(top_k, (int, np.integer)) and 1 <= top_k <= num_experts):
+        raise ValueError(f"top_k must be an integer in [1, num_experts], got {top_k!r}")
+    if not 0.0 <= rho <= 1.0:
+        raise ValueError(f"rho (within-request locality) must be in [0, 1], got {rho!r}")
+    if not zipf_s >= 0.0:
+        raise ValueError(f"zipf_s (popularity skew) must be >= 0, got {zipf_s!r}")
+
+
+@lru_cache(maxsize=256)
+def _marginals(num_experts: int, top_k: int, zipf_s: float) -> Tuple[float, ...]:
+    """Per-token pick probability of each expert (sum top_k, each <= 1), most popular first."""
+    w = np.arange(1, num_experts + 1, dtype=float) ** (-zipf_s)
+    p = np.zeros(num_experts)
+    free = np.ones(num_experts, dtype=bool)
+    budget = float(top_k)
+    for _ in range(num_experts):  # water-filling: cap at 1, spread the excess over the rest
+        q = budget * w[free] / w[free].sum()
+        over = q >= 1.0
+        if not over.any():
+            p[free] = q
+            break
+        idx = np.flatnonzero(free)[over]
+        p[idx] = 1.0
+        free[idx] = False
+        budget -= len(idx)
+    return tuple(float(x) for x in p)
+
+
+@lru_cache(maxsize=256)
+def _chain(num_experts: int, top_k: int, rho: float, zipf_s: float):
+    p = np.asarray(_marginals(num_experts, top_k, zipf_s))
+    a = rho + (1.0 - rho) * p
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.where(p < 1.0, p * (1.0 - a) / (1.0 - p), 1.0)
+    return p, a, b
+
+
+def _group_sizes(groups: Iterable[int]) -> np.ndarray:
+    g = np.asarray(list(groups), dtype=np.int64)
+    if g.size and (g < 1).any():
+        raise ValueError("every group (prefill chunk, decode, verify block) needs >= 1 token")
+    return g
+
+
+def _log_not_woken(n: np.ndarray, p, b) -> np.ndarray:
+    """log P(expert not woken by a group of n tokens), summed over groups: shape (E,)."""
+    uniq, cnt = np.unique(n, return_counts=True)
+    with np.errstate(divide="ignore"):
+        l1p = np.log1p(-p)  # -inf where p == 1
+        l1b = np.log1p(-b)
+    tot = np.zeros_like(p)
+    for size, c in zip(uniq, cnt):
+        term = l1p + (size - 1) * l1b if size > 1 else l1p.copy()
+        tot = tot + c * np.where(p >= 1.0, -np.inf, term)  # an expert every token picks is always woken
+    return tot
+
+
+def expected_distinct(groups: Sequence[int], num_experts: int, top_k: int,
+                      rho: float = DEFAULT_RHO, zipf_s: float = DEFAULT_ZIPF_S) -> float:
+    """Expected distinct routed experts woken by a step made of ``groups`` (token runs of one request each)."""
+    _check(num_experts, top_k, rho, zipf_s)
+    n = _group_sizes(groups)
+    if n.size == 0:
+        return 0.0
+    p, _, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
+    return float(np.sum(-np.expm1(_log_not_woken(n, p, b))))
+
+
+def step_groups(decodes: int = 0, verify_lengths: Sequence[int] = (), prefill_chunks: Sequence[int] = ()) -> list:
+    """Group sizes of a step: ``decodes`` plain decodes, verify blocks of k guesses (k+1 tokens), prefill chunks."""
+    return [1] * int(decodes) + [int(k) + 1 for k in verify_lengths] + [int(c) for c in prefill_chunks]
+
+
+def _group_var(n: np.ndarray, p, a, b) -> np.ndarray:
+    """Variance of the count of expert e within groups of sizes n (summed over groups): (E,)."""
+    lam = np.clip(a - b, -1.0, 1.0)
+    base = p * (1.0 - p)
+    tot = np.zeros_like(p)
+    uniq, cnt = np.unique(n, return_counts=True)
+    for size, c in zip(uniq, cnt):
+        if size == 1:
+            f = np.ones_like(p)
+        else:  # sum_{j=1}^{n-1} (1 - j/n) lam^j in closed form; (n-1)/2 at lam -> 1
+            one = np.abs(1.0 - lam) < 1e-9
+            d = np.where(one, 1.0, 1.0 - lam)
+            s = lam / d - lam * (1.0 - lam ** size) / (size * d * d)
+            f = 1.0 + 2.0 * np.where(one, (size - 1) / 2.0, s)
+        tot = tot + c * size * base * f
+    return tot
+
+
+def step_routing(groups: Sequence[int], num_experts: int, top_k: int,
+                 rho: float = DEFAULT_RHO, zipf_s: float = DEFAULT_ZIPF_S) -> StepRouting:
+    """Distinct experts and per-expert token load of one MoE layer for the step ``groups``."""
+    _check(num_experts, top_k, rho, zipf_s)
+    n = _group_sizes(groups)
+    tokens = int(n.sum()) if n.size else 0
+    if tokens == 0:
+        return StepRouting(0.0, 0, 0.0, 0.0, 1.0)
+    p, a, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
+    distinct = float(np.sum(-np.expm1(_log_not_woken(n, p, b))))
+    mu = tokens * p
+    sd = np.sqrt(_group_var(n, p, a, b))
+    z = math.sqrt(2.0 * math.log(num_experts)) if num_experts > 1 else 0.0
+    mx = float(np.max(np.minimum(float(tokens), mu + z * sd)))
+    mean = tokens * top_k / num_experts
+    mx = max(mx, mean)
+    return StepRouting(distinct, tokens, mean, mx, mx / mean)
+
+
+def ep_rank_loads(groups: Sequence[int], num_experts: int, top_k: int, ep: int,
+                  rho: float = DEFAULT_RHO, zipf_s: float = DEFAULT_ZIPF_S,
+                  placement: str = "interleaved") -> Tuple[np.ndarray, np.ndarray]:
+    """Expected (distinct experts woken, token rows) per EP rank.
+
+    ``placement``: "interleaved" puts popularity rank i on GPU i % ep (a balanced placement,
+    like EPLB without replicas); "contiguous" puts the ep-th slices in popularity order
+    (hot experts together: a worst case).
+    """
+    _check(num_experts, top_k, rho, zipf_s)
+    if ep < 1 or num_experts % ep:
+        raise ValueError(f"ep={ep} must divide num_experts={num_experts}")
+    n = _group_sizes(groups)
+    p, _, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
+    woken = -np.expm1(_log_not_woken(n, p, b)) if n.size else np.zeros(num_experts)
+    rows = (n.sum() if n.size else 0) * p
+    if placement == "interleaved":
+        owner = np.arange(num_experts) % ep
+    elif placement == "contiguous":
+        owner = np.arange(num_experts) // (num_experts // ep)
+    else:
+        raise ValueError(f"placement must be 'interleaved' or 'contiguous', got {placement!r}")
+    return np.bincount(owner, woken, ep), np.bincount(owner, rows, ep)
+
+
+def fit_rho(n_tokens: int, distinct: float, num_experts: int, top_k: int, zipf_s: float = 0.0) -> float:
+    """rho at which one request's block of ``n_tokens`` wakes ``distinct`` experts (bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if expected_distinct([n_tokens], num_experts, top_k, mid, zipf_s) > distinct:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
