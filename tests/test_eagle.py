@@ -224,8 +224,10 @@ def test_converter_from_tokens_table(tmp_path):
     for step, acc in ((1, [1, 1, 0]), (2, [1, 1, 1]), (3, [0, 0, 0])):
         rows += [{"step": step, "req": 7, "draft_pos": j + 1, "accepted": a} for j, a in enumerate(acc)]
     lines = from_tokens_table(pd.DataFrame(rows), prompt_tokens=30)
-    assert lines == [{"prompt_tokens": 30, "output_tokens": 1 + 3 + 4 + 1,
-                      "accept_run": [0, 2, 1, 0, 3, 2, 1, 0, 0]}]
+    assert [{k: v for k, v in d.items() if k in ("prompt_tokens", "output_tokens", "accept_run")}
+            for d in lines] == [{"prompt_tokens": 30, "output_tokens": 1 + 3 + 4 + 1,
+                                 "accept_run": [0, 2, 1, 0, 3, 2, 1, 0, 0]}]
+    assert lines[0]["proposed"] == [0, 3, 2, 1, 3, 2, 1, 1, 3]
     tokens = tmp_path / "tokens.csv"
     pd.DataFrame(rows).to_csv(tokens, index=False)
     out = tmp_path / "trace.jsonl"
@@ -264,4 +266,5 @@ def test_converter_reads_truth_values_and_empty_run_keys_as_the_harness_does():
 
     t = pd.DataFrame({"c": [float("nan")] * 4, "req": [0, 0, 0, 0], "step": [1, 1, 2, 2],
                       "draft_pos": [0, 1, 0, 1], "accepted": ["yes", "no", "Yes", "yes"]})
-    assert from_tokens_table(t, 5) == [{"prompt_tokens": 5, "output_tokens": 6, "accept_run": [0, 1, 0, 2, 1, 0]}]
+    (line,) = from_tokens_table(t, 5)
+    assert (line["prompt_tokens"], line["output_tokens"], line["accept_run"]) == (5, 6, [0, 1, 0, 2, 1, 0])

@@ -72,7 +72,8 @@ def test_expansion_order_ids_and_baselines():
     other = small_sweep()
     other["base"]["seed"] = 2
     assert load_sweep(other).sweep_hash != sw.sweep_hash
-    assert sw.columns[:2] == ["row", "row_id"] and sw.columns[-3:] == ["tpot_speedup", "baseline_row", "sweep_hash"]
+    assert sw.columns[:2] == ["row", "row_id"]
+    assert sw.columns[-4:] == ["tpot_speedup", "speedup_above_acceptance", "baseline_row", "sweep_hash"]
 
 
 def test_grid_plus_rows_and_extra_columns():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from vidur_specdec.architectures.spec import ModelError, model_from_dict
 from vidur_specdec.config import ConfigError
 
 MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM")
@@ -50,8 +51,6 @@ BYTES_PER_WEIGHT = {"": 2.0, "bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8.0}
 
 
 def _err(where: str, key: str, why: str) -> ConfigError:
-    from vidur_specdec.architectures.models import ModelError
-
     return ModelError(f"{where}: config.json field {key!r} {why}")
 
 
@@ -89,8 +88,6 @@ def _quantization(cfg: Mapping, arch: str, where: str) -> str:
 
 def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
     """A MoE :class:`~vidur_specdec.architectures.models.ModelSpec` from its ``config.json``."""
-    from vidur_specdec.architectures.models import model_from_dict
-
     arch = next(a for a in (cfg.get("architectures") or []) if a in MOE_ARCHITECTURES)
     for key in sorted(EXPERT_KEYS & set(cfg)):
         if key not in _MODELED[arch]:

@@ -141,6 +141,27 @@ class SpeculativeConfig:
     num_speculative_tokens_per_batch_size: Any = _f(
         None, doc='vLLM\'s per-batch-size k schedule: {"1-16": 3, "17-64": 2} or [[1, 16, 3], [17, 64, 2]]; '
                   "null = k fixed (vidur_specdec/speculation/schedule.py)")
+    # --- proposals that may be empty or short (n-gram, suffix; docs/model.md "Proposals") ---
+    proposal_rate: float = _f(1.0, lo=0.0, hi=1.0,
+                              doc="ngram/suffix: fraction of a request's decode steps whose context finds a "
+                                  "match and proposes; 1 = every step (model-based proposers always propose k)")
+    proposal_spread: Optional[float] = _f(None, lo=0.0, hi=0.5,
+                                          doc="std of each request's own proposal_rate (Beta around the mean)")
+    prompt_lookup_min: Optional[int] = _f(None, lo=1, hi=1_000_000,
+                                          doc="ngram: shortest n-gram matched (vLLM; null = 5, or max when only "
+                                              "max is set); no step proposes before the context has this many tokens")
+    prompt_lookup_max: Optional[int] = _f(None, lo=1, hi=1_000_000,
+                                          doc="ngram: longest n-gram matched (vLLM; null = 5, or min when only "
+                                              "min is set)")
+    suffix_decoding_max_tree_depth: int = _f(24, lo=1, hi=1_000_000,
+                                             doc="suffix: longest match / speculation (vLLM default 24)")
+    suffix_decoding_max_cached_requests: int = _f(10000, lo=0, hi=100_000_000,
+                                                  doc="suffix: requests in the global tree (vLLM default 10000)")
+    suffix_decoding_max_spec_factor: float = _f(1.0, lo=0.0, hi=1e6,
+                                                doc="suffix: guesses <= factor x matched length (vLLM default 1.0)")
+    suffix_decoding_min_token_prob: float = _f(0.1, lo=0.0, hi=1.0,
+                                               doc="suffix: drop guesses below this frequency (vLLM default 0.1)")
+    suffix_cost_ms: float = _f(0.1, lo=0.0, hi=1e4, doc="CPU suffix-tree lookup, ms per step that proposes")
 
     def acceptance_input(self) -> Optional[str]:
         """The acceptance input used: the most specific one given
@@ -177,6 +198,9 @@ class EngineConfig:
     lm_head: bool = _f(True, doc="price the LM head on every row that needs logits (false: layers only, as Vidur)")
     all_reduce: str = _f(DEFAULT_ALL_REDUCE, choices=choices("engine.all_reduce"),
                          doc="tensor-parallel all-reduce: vLLM's custom all-reduce with NCCL fallback, or NCCL only")
+    model_runner: str = _f("v2", choices=("v1", "v2"),
+                           doc="vLLM's model runner (v2 is vLLM 0.33's default): on v1 an n-gram request "
+                               "without a match is charged one token; on v2 it is charged k + 1")
 
 
 @dataclass

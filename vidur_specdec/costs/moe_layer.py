@@ -26,7 +26,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
 from vidur_specdec.costs import routing
 from vidur_specdec.costs.profiles import params as P
-from vidur_specdec.costs.profiles.builder import _device_fields, _gemm_ms, _stream_ms
+from vidur_specdec.costs.profiles.builder import filled_device, gemm_ms, stream_ms
 
 ACT_BYTES = 2  # bf16 activations
 
@@ -47,15 +47,15 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     if tokens == 0:
         return 0.0, 0.0
     e = P.EFFICIENCY if efficiency is None else efficiency
-    dev = _device_fields(device)
+    dev = filled_device(device)
     g, l2 = e["gemm"], e["l2"]
     h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
     f = spec.expert_ffn_size / tp
     wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
     # router GEMM + top-k / softmax over T x E scores
-    ms = float(_gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
-    ms += float(_stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
+    ms = float(gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
+    ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
     # routed experts: grouped GEMM over the woken experts (gate_up then down, two launches)
     rows = tokens * k
     flops = 2.0 * rows * 3 * h * f
@@ -65,10 +65,10 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     t_memory = nbytes / (dev["mem_bw"] * g["mem_eff"])
     pw = g["overlap_exp"]
     ms += (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
-    ms += float(_stream_ms(3.0 * rows * f * ACT_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
+    ms += float(stream_ms(3.0 * rows * f * ACT_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
     if spec.shared_ffn_size:
         sf = spec.shared_ffn_size / tp
         sb = 1 if spec.quantization == "fp8" else ACT_BYTES
-        ms += float(_gemm_ms(tokens, h, 2 * sf, dev, g, sb)) + float(_gemm_ms(tokens, sf, h, dev, g, sb))
-        ms += float(_stream_ms(3.0 * tokens * sf * ACT_BYTES, dev, e["mlp_act"], l2))
+        ms += float(gemm_ms(tokens, h, 2 * sf, dev, g, sb)) + float(gemm_ms(tokens, sf, h, dev, g, sb))
+        ms += float(stream_ms(3.0 * tokens * sf * ACT_BYTES, dev, e["mlp_act"], l2))
     return ms, distinct

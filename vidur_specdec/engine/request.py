@@ -37,6 +37,7 @@ class SpecRequest(Request):
         self.guesses = 0
         self.accepted_tokens = 0
         self.acceptance = None  # the request's acceptance source, set lazily by the scheduler
+        self.proposals = None  # the request's proposal draws (ngram/suffix), set lazily by the scheduler
         self.catchup_tokens = 1  # tokens advanced in its previous step, not yet seen by a drafter head
         self._planned: Optional[tuple] = None  # (guesses, accepted) of the running step
 

@@ -27,6 +27,13 @@ three things for a decoding request and leaves the rest to Sarathi:
   accepted guesses from its own acceptance source (a seeded stream, or its
   trace line at its output position) and is told ``(guesses, accepted)``;
   :class:`~vidur_specdec.engine.request.SpecRequest` then advances by ``accepted + 1``.
+* **proposals that may be empty or short** — with a proposal model
+  (``ngram``/``suffix``, :mod:`vidur_specdec.speculation.proposals`) or a
+  trace line's ``proposed`` counts, a request makes 0..k guesses in a step.
+  On ``engine.model_runner: v1`` (and always for a trace's ``proposed``) it is
+  charged ``1 + proposed`` and one without a proposal decodes plainly: one
+  token, no lookahead KV, no acceptance drawn. On v2 a request without a
+  match is still charged k + 1 (vLLM fills the slots) and accepts nothing.
 * **token trees** — with ``tree_nodes`` N set, a request that guesses drafts
   the whole tree: it is charged N + 1 query tokens (or decodes plainly when
   the budget lacks room), and its accepted guesses are the accepted path's
@@ -62,6 +69,7 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     tree_nodes: Optional[int] = None  # a token tree's node count: every step with guesses charges all of them
     max_draft_context: Optional[int] = None  # the drafter's max_model_len (tokens), if a drafter proposes
     k_schedule: Optional[List[Tuple[int, int, int]]] = None  # [(lo, hi, k)], vLLM's per-batch-size schedule
+    proposals: Any = None  # vidur_specdec.speculation.proposals.ProposalModel (ngram/suffix), None: always k
 
     @staticmethod
     def get_type():
@@ -83,6 +91,9 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         self._tree_nodes = cfg.tree_nodes if cfg.acceptance is not None else None
         self._reserve: Dict[int, int] = {}  # request id -> guesses its lookahead KV is reserved for
         self._decodes_to_place = 0  # decodes of the step being built not yet given their tokens
+        self._proposals = cfg.proposals if cfg.acceptance is not None else None
+        self._charge_empty = self._proposals is not None and self._proposals.runner == "v2"
+        self._no_proposal: set = set()  # request ids of the step being built whose proposer made no guess
 
     # ------------------------------------------------------------------ tokens charged
     def _wanted_guesses(self, request, k: Optional[int] = None) -> int:
@@ -96,10 +107,41 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         left = request.total_tokens - processed - 1
         if self._tree_nodes is not None:
             return self._tree_nodes if left >= 1 else 0
-        wanted = min(self._k if k is None else k, left)
+        k = self._k if k is None else k
+        wanted = min(k, left)
+        proposed = self._proposed(request, k)
+        if proposed is not None and proposed < k:
+            if proposed == 0:
+                self._no_proposal.add(request.id)  # accepts nothing; no acceptance drawn
+            if not (self._charge_empty and not self._from_trace(request)):
+                wanted = min(wanted, proposed)  # v1 (or a trace): charged only what was proposed
         if self._max_draft_context is not None:  # the drafter stops at its own context limit (as vLLM)
             wanted = min(wanted, self._max_draft_context - processed)
         return max(0, wanted)
+
+    def _source(self, request):
+        """The request's acceptance source (set on first use)."""
+        if request.acceptance is None and self._acceptance is not None:
+            request.acceptance = self._acceptance.for_request(request)
+        return request.acceptance
+
+    def _from_trace(self, request) -> bool:
+        src = self._source(request)
+        return src is not None and getattr(src, "proposed_at", None) is not None \
+            and src.proposed_at(request.output_position) is not None
+
+    def _proposed(self, request, k: int) -> Optional[int]:
+        """Guesses the proposer makes for the request this step (None: k, a fixed-k proposer)."""
+        src = self._source(request)
+        if src is not None and getattr(src, "proposed_at", None) is not None:
+            p = src.proposed_at(request.output_position)
+            if p is not None:
+                return min(k, p)
+        if self._proposals is None:
+            return None
+        if request.proposals is None:
+            request.proposals = self._proposals.for_request(request)
+        return request.proposals.guesses(request.decode_steps, k, request.num_processed_tokens)
 
     def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
         if not self._is_prefill_complete(request):
@@ -140,6 +182,7 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
     # ------------------------------------------------------------------ tokens advanced
     def _get_next_batch(self, time: float):
         self._reserve.clear()
+        self._no_proposal.clear()
         self._decodes_to_place = min(
             self._max_micro_batch_size,
             sum(1 for r in self._preempted_requests if self._is_prefill_complete(r)),
@@ -156,7 +199,9 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
                 continue
             guesses = q - 1
             accepted = 0
-            if acc is not None:
+            if acc is not None and request.id in self._no_proposal:
+                pass  # no proposal (or v2's filled slots without a match): nothing drawn, nothing accepted
+            elif acc is not None:
                 if request.acceptance is None:
                     request.acceptance = acc.for_request(request)
                 # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed

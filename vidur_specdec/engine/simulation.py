@@ -58,6 +58,7 @@ from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.engine.predictor import SpecDecPredictorConfig
 from vidur_specdec.costs.profiles.on_demand import describe
 from vidur_specdec.engine.request import SpecRequest
+from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.engine.workload import RequestSpec
@@ -283,6 +284,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         max_draft_context=proposer.max_context,
         k_schedule=[tuple(r) for r in spec.num_speculative_tokens_per_batch_size]
         if spec.enabled and spec.num_speculative_tokens_per_batch_size else None,
+        proposals=ProposalModel.from_config(cfg),
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings)

@@ -152,7 +152,7 @@ JS = r"""
       const tr = document.createElement('tr');
       if (base) tr.className = 'baseline';
       const cells = [base ? 'none (baseline)' : 'k = ' + r.k, base ? '\u2014' : (ATT[r.verify_attention] || r.verify_attention),
-        fmt(r.tpot_ms_p50, 2), fmt(r.ttft_ms_p50, 0), fmt(r.e2e_ms_p50, 0), r.tpot_speedup === null ? '\u2014' : fmt(r.tpot_speedup, 2) + '\u00d7'];
+        fmt(r.tpot_ms_p50, 2), fmt(r.ttft_ms_p50, 0), fmt(r.e2e_ms_p50, 0), r.tpot_speedup === null ? '\u2014' : fmt(r.tpot_speedup, 2) + '\u00d7' + (r.speedup_above_acceptance === 1 ? ' \u2020' : '')];
       cells.forEach((c, i) => { const td = document.createElement('td'); td.textContent = c;
         if (i === 5 && !base && r.tpot_speedup !== null) td.className = r.tpot_speedup < 1 ? 'slower' : 'faster'; tr.appendChild(td); });
       tb.appendChild(tr);

@@ -42,13 +42,15 @@ NUMERIC = {"num_requests", "qps", "k", "acceptance_rate", "tpot_ms_p50", "tpot_m
            "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
            "throughput_tok_s", "mean_acceptance_length", "accepted_per_guess", "ttft_ms_mean_first50",
            "ttft_ms_mean_last50", "tpot_speedup", "row", "baseline_row", "makespan_s", "restarts",
-           "tensor_parallel_size", "num_replicas"}
-INTEGER = {"k", "row", "baseline_row", "num_requests", "restarts", "tensor_parallel_size", "num_replicas"}
+           "tensor_parallel_size", "num_replicas", "speedup_above_acceptance"}
+INTEGER = {"k", "row", "baseline_row", "num_requests", "restarts", "tensor_parallel_size", "num_replicas",
+           "speedup_above_acceptance"}
 # the columns that name a deployment (sweeps/deployments.yaml varies them); older CSVs lack the last two
 DEPLOYMENT = ["model", "device", "tensor_parallel_size", "num_replicas"]
 KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
         "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_acceptance_length",
-        "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts"]
+        "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts",
+        "speedup_above_acceptance"]
 ATTENTION_LABELS = {
     "shared_kv": "KV read once (shared_kv, lower bound)",
     "per_token": "Per-token KV reads (per_token, upper bound)",
@@ -226,7 +228,9 @@ def _markdown_deployment(rows: List[Dict]) -> List[str]:
                         r = next((r for r in sel if r["k"] == k and r["acceptance_rate"] == a
                                   and r["verify_attention"] == att), None)
                         cells.append(f"{r['tpot_ms_p50']:.2f}" if r and r["tpot_ms_p50"] is not None else "-")
-                        cells.append(f"{r['tpot_speedup']:.2f}x" if r and r["tpot_speedup"] is not None else "-")
+                        mark = "†" if r and r.get("speedup_above_acceptance") == 1 else ""
+                        cells.append(f"{r['tpot_speedup']:.2f}x{mark}" if r and r["tpot_speedup"] is not None
+                                     else "-")
                     lines.append(f"| {_num(q)} | {bt} | {_num(a)} | {k} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
@@ -246,6 +250,9 @@ def markdown_table(rows: List[Dict]) -> str:
         for d in deps:
             lines += [f"**{deployment_label(d)}**", ""]
             lines += _markdown_deployment([r for r in rows if deployment_key(r) == d])
+    if any(r.get("speedup_above_acceptance") == 1 for r in rows):
+        lines += ["", "† speedup above the row's mean acceptance length: a lighter load than the baseline's "
+                      "(fewer requests per step), not a faster step (see \"Speedups above the acceptance length\")."]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -377,6 +384,11 @@ tune</code> finds that crossing by a bracketing search (docs/tune.md).</p>
 <th>E2E p50 (ms)</th><th>TPOT speedup</th></tr></thead>
 <tbody id="rows"></tbody>
 </table>
+<p class="note">&dagger; TPOT speedup above the row&rsquo;s mean acceptance length (tokens advanced per decode
+step). At the same batch a verify step advances at most that many tokens and costs at least a plain step, so such a
+speedup is not a faster step: with arrivals at a fixed rate, requests that finish sooner leave fewer requests in
+each step, so every step is cheaper than the baseline&rsquo;s (docs/sweep.md, &ldquo;Speedups above the acceptance
+length&rdquo;).</p>
 <h2>How to read it</h2>
 <dl>
 <dt>Verify step</dt><dd>With k proposals the target model computes k+1 tokens per request and keeps the accepted

@@ -51,9 +51,33 @@ def check_speculation(s: SpeculativeConfig) -> None:
     if s.num_speculative_tokens_per_batch_size is not None:  # vLLM's semantics: vidur_specdec/speculation/schedule.py
         s.num_speculative_tokens_per_batch_size = schedule.to_config_value(
             schedule.parse(s.num_speculative_tokens_per_batch_size))
+    _check_proposals(s)
     if s.acceptance_histogram is not None:
         h = s.acceptance_histogram
         if len(h) != k + 1:
             raise ConfigError(f"speculative.acceptance_histogram: must have k + 1 = {k + 1} entries, got {len(h)}")
         if abs(sum(h) - 1.0) > 1e-6:
             raise ConfigError(f"speculative.acceptance_histogram: must sum to 1, got {sum(h):.6g}")
+
+
+def _check_proposals(s: SpeculativeConfig) -> None:
+    """proposal_rate / proposal_spread only for proposers whose proposals may be empty; prompt lookup for ngram."""
+    variable = [n for n, c in REGISTRY.items() if getattr(c, "variable_proposals", False)]
+    if not getattr(REGISTRY[s.method], "variable_proposals", False):
+        for name, unset in (("proposal_rate", 1.0), ("proposal_spread", None)):
+            if getattr(s, name) != unset:
+                raise ConfigError(f"speculative.{name}: only for methods {', '.join(variable)} "
+                                  f"(a {s.method} drafter always proposes k), got {getattr(s, name)}")
+    if s.method != "ngram":
+        for name in ("prompt_lookup_min", "prompt_lookup_max"):
+            if getattr(s, name) is not None:
+                raise ConfigError(f"speculative.{name}: only for method ngram, not {s.method}")
+    if s.prompt_lookup_min is not None and s.prompt_lookup_max is not None \
+            and s.prompt_lookup_min > s.prompt_lookup_max:
+        raise ConfigError(f"speculative.prompt_lookup_min: must be <= prompt_lookup_max ({s.prompt_lookup_max}), "
+                          f"got {s.prompt_lookup_min}")
+    if s.proposal_spread:
+        r = s.proposal_rate
+        if s.proposal_spread ** 2 >= r * (1 - r):
+            raise ConfigError(f"speculative.proposal_spread: must be below sqrt(r(1-r)) = {(r * (1 - r)) ** 0.5:.4g} "
+                              f"for proposal_rate r = {r:g}, got {s.proposal_spread:g}")

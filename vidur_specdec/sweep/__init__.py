@@ -30,6 +30,9 @@ config equals the row's on every key outside ``speculative.*`` (same model,
 profiles, workload, seed, scheduler: "the same load").
 ``tpot_speedup = baseline TPOT p50 / row TPOT p50``; baseline rows get 1.0,
 rows without a baseline in the sweep get an empty cell.
+``speedup_above_acceptance`` is 1 where ``tpot_speedup`` exceeds the row's
+``mean_acceptance_length`` (0 where not; empty for baselines and rows without
+one): a lighter load than the baseline's, not a faster step (docs/sweep.md).
 
 Output, in ``--output-dir`` (default ``runs/<sweep name>``):
 

@@ -280,7 +280,8 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
             if k not in std_keys and all(k != c for c, _ in params):
                 params.append((k, k))
                 std_keys.add(k)
-    columns = ["row", "row_id"] + [c for c, _ in params] + METRIC_COLUMNS + ["tpot_speedup", "baseline_row",
+    columns = ["row", "row_id"] + [c for c, _ in params] + METRIC_COLUMNS + ["tpot_speedup", "speedup_above_acceptance",
+                                                                             "baseline_row",
                                                                              "sweep_hash"]
     baselines = {r.load_id: r.index for r in out if r.is_baseline}
     baseline_of = {r.index: baselines.get(r.load_id) for r in out}

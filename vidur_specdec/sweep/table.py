@@ -61,10 +61,26 @@ def csv_text(sweep: Sweep, results: Mapping[int, Dict], only: Optional[Iterable[
             elif base_tpot is not None and tpot:
                 speedup = base_tpot / tpot
         cells.append(_fmt_cell(speedup, True))
+        cells.append(_above_acceptance(speedup, m, b == r.index))
         cells.append("" if b is None else str(b))
         cells.append(sweep.sweep_hash)
         w.writerow(cells)
     return buf.getvalue()
+
+
+def _above_acceptance(speedup, metrics: Mapping, is_baseline: bool) -> str:
+    """``1`` when a row's TPOT speedup exceeds its mean acceptance length, ``0`` when not, empty without a speedup.
+
+    A step advances at most the acceptance length's tokens and costs at least
+    a plain step at the same batch, so at equal load the speedup stays below
+    the acceptance length; above it means the row ran at a lighter load than
+    its baseline (requests finish sooner, fewer share each step: docs/sweep.md,
+    "Speedups above the acceptance length").
+    """
+    al = metrics.get("mean_acceptance_length")
+    if speedup is None or is_baseline or al is None:
+        return ""
+    return "1" if speedup > al + 1e-9 else "0"
 
 
 def atomic_write(path: Path, text: str) -> None:

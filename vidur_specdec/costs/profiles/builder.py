@@ -116,7 +116,7 @@ def _shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:
     return spec.hidden_size, spec.head_dim, q_heads, kv_heads, spec.ffn_size // tp
 
 
-def _device_fields(device: Mapping) -> Mapping:
+def filled_device(device: Mapping) -> Mapping:
     """``device`` with ``sms`` and ``l2_bytes`` filled in (A100 values) when a custom mapping lacks them."""
     if "sms" in device and "l2_bytes" in device:
         return device
@@ -126,7 +126,7 @@ def _device_fields(device: Mapping) -> Mapping:
     return d
 
 
-def _stream_ms(nbytes, device: Mapping, op: Mapping, l2: Mapping, tokens=None, token_bytes=None, block: Optional[Mapping] = None):
+def stream_ms(nbytes, device: Mapping, op: Mapping, l2: Mapping, tokens=None, token_bytes=None, block: Optional[Mapping] = None):
     """Memory-bound kernel: the first ``resident_fraction`` of L2 worth of bytes moves
     ``speedup`` times faster (L2 hits); the rest at ``mem_eff`` of HBM bandwidth.
 
@@ -176,7 +176,7 @@ def mlp_op_times(
 ) -> Dict[str, np.ndarray]:
     """Per-layer time in ms of every mlp.csv op for each entry of ``num_tokens``."""
     e = P.EFFICIENCY if efficiency is None else efficiency
-    device = _device_fields(device)
+    device = filled_device(device)
     b = P.DTYPE_BYTES
     h, hd, qh, kvh, ffn = _shard(spec, tp)
     t = np.asarray(num_tokens, dtype=float)
@@ -187,22 +187,22 @@ def mlp_op_times(
     return {
         # vocab-parallel lookup: write T x hidden, read the rows held by this GPU's
         # shard (a share of them), read 8-byte ids
-        "emb": _stream_ms(act * (1.0 + em["shard_read"] / tp) + 8 * t, device, em, l2),
+        "emb": stream_ms(act * (1.0 + em["shard_read"] / tp) + 8 * t, device, em, l2),
         # read x, write y, read the weight vector (not sharded by tp); one block per token
-        "input_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
+        "input_layernorm": stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
         "attn_pre_proj": gemm_ms(t, h, (qh + 2 * kvh) * hd, device, g, b),
         # rotate q and k in place: read + write; one block per token
-        "attn_rope": _stream_ms(
+        "attn_rope": stream_ms(
             2 * t * (qh + kvh) * hd * b, device, e["attn_rope"], l2, t, 2 * (qh + kvh) * hd * b, blk
         ),
         "attn_post_proj": gemm_ms(t, qh * hd, h, device, g, b),
-        "post_attention_layernorm": _stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
+        "post_attention_layernorm": stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
         "mlp_up_proj": gemm_ms(t, h, 2 * ffn, device, g, b),
         # read gate and up, write their product; one block per token
-        "mlp_act": _stream_ms(3 * t * ffn * b, device, e["mlp_act"], l2, t, 3 * ffn * b, blk),
+        "mlp_act": stream_ms(3 * t * ffn * b, device, e["mlp_act"], l2, t, 3 * ffn * b, blk),
         "mlp_down_proj": gemm_ms(t, ffn, h, device, g, b),
         # residual add: read two, write one (not sharded by tp); a flat elementwise kernel
-        "add": _stream_ms(3 * act, device, e["add"], l2),
+        "add": stream_ms(3 * act, device, e["add"], l2),
     }
 
 
@@ -265,7 +265,7 @@ def attention_op_times(
     ignored): ``attn_decode`` is NaN there, and ``attn_prefill`` is NaN on decode rows.
     """
     e = P.EFFICIENCY if efficiency is None else efficiency
-    device = _device_fields(device)
+    device = filled_device(device)
     b = P.DTYPE_BYTES
     _, hd, qh, kvh, _ = _shard(spec, tp)
     bs, kv, chunk = np.broadcast_arrays(
@@ -279,7 +279,7 @@ def attention_op_times(
     prefill = prefill_attention_ms(c, kv, qh, kvh, hd, device, e["attn_prefill"])
 
     tokens = np.where(is_prefill, chunk, bs)
-    out_reshape = _stream_ms(2.0 * tokens * qh * hd * b, device, e["attn_output_reshape"], e["l2"])
+    out_reshape = stream_ms(2.0 * tokens * qh * hd * b, device, e["attn_output_reshape"], e["l2"])
     in_reshape = np.full(tokens.shape, float(e["attn_input_reshape"]["launch_ms"]))
 
     return {

@@ -2,7 +2,7 @@
 
 One module per proposer, each registering its class under the name
 ``speculative.method`` uses (vLLM's names: ``ngram``, ``draft_model``,
-``eagle``, ``eagle3``, ``mtp``, ``medusa``; plus ``fixed``, a constant-cost
+``eagle``, ``eagle3``, ``mtp``, ``medusa``, ``suffix``; plus ``fixed``, a constant-cost
 drafter). Every module in this package is imported here, so a new proposer is
 one file (a :class:`~vidur_specdec.speculation.proposers.base.Proposer` subclass decorated
 with :func:`~vidur_specdec.speculation.proposers.base.register`) plus its docs; the config's

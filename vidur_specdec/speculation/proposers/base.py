@@ -60,6 +60,7 @@ class Proposer:
     name = "none"
     label = "no speculation"
     supports_tree = False  # may speculative.speculative_token_tree be used with it
+    variable_proposals = False  # proposes 0..k guesses per request (speculative.proposal_rate); else always k
 
     max_context: Optional[int] = None  # the drafter's own max_model_len (tokens), if any
     weights_key: Optional[str] = None  # the config key naming the drafter's / head's weights, if any

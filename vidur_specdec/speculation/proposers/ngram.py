@@ -2,7 +2,8 @@
 
 A fixed cost (``speculative.ngram_cost_ms``, ms) per step in which any request
 proposes, whatever k or batch: the lookup is a host-side scan that vLLM runs
-for the whole batch at once.
+for the whole batch at once. How often a request's context matches is
+``speculative.proposal_rate`` (:mod:`vidur_specdec.speculation.proposals`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ class NgramProposer(Proposer):
     """Fixed CPU cost (ms) per step that proposes at least one guess."""
 
     label = "n-gram"
+    variable_proposals = True  # a step without a match proposes nothing (speculation/proposals.py)
 
     def __init__(self, cost_ms: float) -> None:
         self.cost_ms = cost_ms
