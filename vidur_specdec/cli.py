@@ -8,23 +8,10 @@ its options), and exposes::
     add_arguments(parser: argparse.ArgumentParser) -> None
     run(args: argparse.Namespace) -> int
 
-Options several subcommands share (``--config``, ``--set``, ``--output-dir``,
-``--overwrite``, ``--jobs``, ``--executor``, ``--address``) are defined once
-here (:func:`add_config`, ...) and reused.
-
-The exit statuses, the one error path (:func:`guarded`) and the shared
-options live in :mod:`vidur_specdec.console` (re-exported here). One error path (:func:`guarded`): every expected failure ends with one line on
-stderr and a documented exit status, nothing half-written:
-
-====  ======================================================================
-0     success
-2     bad input: a config key, a file, a folder, a permission, an encoding
-      (:class:`~vidur_specdec.config.ConfigError`, ``OSError``)
-3     a failed external service: the server under validation did not answer,
-      answered too few requests or sent garbage, or a sweep/tune worker process
-      died (:class:`ServiceError`; a sweep or tune rerun resumes)
-130   interrupted (Ctrl-C); a sweep keeps its finished rows and resumes
-====  ======================================================================
+The exit statuses (0 ok, 2 bad input, 3 a failed external service, 130
+interrupted), the one error path (:func:`guarded`) and the options several
+subcommands share are :mod:`vidur_specdec.console`'s, re-exported here; the
+subcommands import them from there, below this dispatcher.
 """
 
 from __future__ import annotations
