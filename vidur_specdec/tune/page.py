@@ -87,6 +87,11 @@ _JS = r"""
         crossings.push({ k: k, lo: pts[i - 1].load, hi: pts[i].load, x: Math.sqrt(pts[i - 1].load * pts[i].load) }); break; }
     }
   });
+  // 1-2-5 ticks across the simulated loads, labelled in full (a log axis' default minor labels read 20 as "2")
+  const loadsAll = uniq(rows.map((r) => r.load)), ticks = [];
+  for (let d = Math.pow(10, Math.floor(Math.log10(loadsAll[0]))); d <= loadsAll[loadsAll.length - 1] * 10; d *= 10) {
+    [1, 2, 5].forEach((m) => { const t = +(m * d).toPrecision(6);
+      if (t >= loadsAll[0] / 1.5 && t <= loadsAll[loadsAll.length - 1] * 1.5) ticks.push(t); }); }
   const cap = S.capacity || {};
   const slo = S.slo || {};
   function vline(x, color, dash) { return { type: 'line', x0: x, x1: x, yref: 'paper', y0: 0, y1: 1, line: { color: color, width: 1.5, dash: dash } }; }
@@ -115,7 +120,7 @@ _JS = r"""
     return sh;
   }
   const layout = (ytitle, extra) => Object.assign({ margin: { l: 64, r: 20, t: 30, b: 52 }, font: { family: 'system-ui, sans-serif', size: 13 },
-    xaxis: { type: 'log', title: { text: D.unit_label } }, yaxis: { title: { text: ytitle }, rangemode: 'tozero', gridcolor: '#e6e9ef' },
+    xaxis: { type: 'log', title: { text: D.unit_label }, tickvals: ticks, ticktext: ticks.map(String) }, yaxis: { title: { text: ytitle }, rangemode: 'tozero', gridcolor: '#e6e9ef' },
     legend: { orientation: 'h', y: -0.25 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff' }, extra);
   const cfg = { displaylogo: false, responsive: true };
   Plotly.newPlot('chart-tpot', series('tpot_ms_p50', 'TPOT'), layout('median TPOT (ms)',
@@ -150,6 +155,15 @@ _JS = r"""
 """
 
 
+def note_of(summ: Dict, k) -> str:
+    return (summ.get("crossover_note") or {}).get(str(k), "")
+
+
+def fmt_key(x: float, best: Dict) -> str:
+    """The best_k key (as written in summary.json) of load ``x``."""
+    return next(key for key in best if float(key) == x)
+
+
 def _answer(summ: Dict, unit: str) -> str:
     """The decision in one sentence, from summary.json."""
     if not summ:
@@ -162,14 +176,29 @@ def _answer(summ: Dict, unit: str) -> str:
     best = summ.get("best_k") or {}
     fmt = (lambda x: str(int(float(x)))) if unit == "concurrency" else (lambda x: f"{float(x):g}")
     cap = summ.get("capacity") or {}
+    words = "concurrent requests" if unit == "concurrency" else "requests/s"
     capt = (f"capacity under the SLOs: {fmt(cap['speculative']) if cap.get('speculative') is not None else 'none'} "
-            f"{unit} with the schedule, {fmt(cap['none']) if cap.get('none') is not None else 'none'} without")
+            f"{words} with the schedule, {fmt(cap['none']) if cap.get('none') is not None else 'none'} without")
+    lbl = f"k={k}"
+    over_k = sorted(float(x) for x, ss in (summ.get("overloaded_points") or {}).items() if lbl in ss)
+    grid = sorted(float(x) for x in best)
     if cross is not None:
-        above = sorted({v for x, v in best.items() if float(x) > float(cross)})
-        alt = ", ".join(f"k = {v}" if v else "off" for v in above) or "off"
-        head = f"{method} k = {k} pays up to {unit} {fmt(cross)}; above it, {alt}"
+        top = float(cross)
+    elif over_k and "every load" in note_of(summ, k):
+        top = max([x for x in grid if x < over_k[0]], default=None)
     else:
-        note = (summ.get("crossover_note") or {}).get(str(k), "")
+        top = None
+    if top is not None:
+        above = []
+        for x in grid:
+            if x > top and best[fmt_key(x, best)] not in above:
+                above.append(best[fmt_key(x, best)])
+        alt = ", ".join(f"k = {v}" if v else "off" for v in above) or "off"
+        why = "" if cross is not None else f" (k = {k} overloads there: its TTFT or queue waits grow)"
+        word = "up to" if cross is None else "below"
+        head = f"{method} k = {k} pays {word} {unit} {fmt(top)}; above it, {alt}{why}"
+    else:
+        note = note_of(summ, k)
         head = (f"{method} k = {k} pays at every {unit} searched that is not overloaded" if "every load" in note
                 and ">=" in note else f"{method} k = {k} does not pay at the loads searched ({note})")
     return f"{head}; {capt}."
