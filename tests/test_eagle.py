@@ -1,4 +1,4 @@
-"""EAGLE / EAGLE-3 / MTP / Medusa heads, token trees, and acceptance inputs (issue 9)."""
+"""EAGLE / EAGLE-3 / MTP / Medusa heads, token trees, and acceptance inputs."""
 
 import json
 import subprocess

@@ -105,12 +105,12 @@ def test_overload_bounds_ttft_growth_as_well_as_queue_waits():
 
 
 def test_answer_names_where_k_overloads_and_what_to_use_there():
-    from vidur_specdec.tune.page import _answer
+    from vidur_specdec.tune.page import answer
 
     summ = {"deployment": {"method": "eagle3", "k": 3}, "crossover": {"3": None},
             "crossover_note": {"3": "speedup >= 1 at every load searched"},
             "best_k": {"1": 3, "8": 3, "32": 3, "64": 1}, "overloaded_points": {"64": ["k=2", "k=3", "schedule"]},
             "capacity": {"none": 6.0, "speculative": 6.0}}
-    a = _answer(summ, "concurrency")
+    a = answer(summ, "concurrency")
     assert a.startswith("EAGLE-3 k = 3 pays up to concurrency 32; above it, k = 1 (k = 3 overloads there")
     assert a.endswith("capacity under the SLOs: 6 concurrent requests with the schedule, 6 without.")

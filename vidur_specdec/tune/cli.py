@@ -60,7 +60,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"relative width at which a load bracket stops (default {DEFAULT_TOLERANCE:g})")
 
 
-def _prepare(args: argparse.Namespace):
+def check_args(args: argparse.Namespace):
     """Every check that needs no simulation; returns (base, k_max, axis, slo, options, out_dir)."""
     from vidur_specdec.tune.points import get_axis
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     lock = None
     try:
-        base, k_max, axis, slo, options, out_dir, loads = _prepare(args)
+        base, k_max, axis, slo, options, out_dir, loads = check_args(args)
         from vidur_specdec import outfolder
 
         clear = outfolder.check(out_dir, "tune", bool(getattr(args, "overwrite", False)))  # the one folder rule

@@ -26,7 +26,7 @@ CSV_COLUMNS = (["point", "phase", "load_unit", "load", "setting", "k", "schedule
                   "meets_slo", "config"])
 
 
-def _cell(v, metric: str = "") -> str:
+def csv_cell(v, metric: str = "") -> str:
     if v is None:
         return ""
     if metric in INT_COLUMNS:
@@ -78,14 +78,14 @@ def csv_text(ev: Evaluator, meets, ttft_reference_ms: Optional[float] = None) ->
 
         alpha, length = point_acceptance(p.config.speculative)
         wl = p.config.workload
-        cells += [_cell(alpha), _cell(length), str(wl.num_requests - wl.warmup_requests), str(wl.warmup_requests)]
+        cells += [csv_cell(alpha), csv_cell(length), str(wl.num_requests - wl.warmup_requests), str(wl.warmup_requests)]
         why = overload_reason(p.metrics, ttft_reference_ms)
-        cells += [_cell(int(bool(why)) if c == "overloaded" else p.metrics.get(c), c) for c in TUNE_METRICS]
+        cells += [csv_cell(int(bool(why)) if c == "overloaded" else p.metrics.get(c), c) for c in TUNE_METRICS]
         cells.append(why)
         sp = 1.0 if b is p else (speedup(b.metrics, p.metrics) if b is not None else None)
         bm = b.metrics if b is not None else None
-        cells += [_cell(sp), _cell(_ratio(bm, p.metrics, "ttft_ms_p50", False)),
-                  _cell(_ratio(bm, p.metrics, "throughput_tok_s", True)),
+        cells += [csv_cell(sp), csv_cell(_ratio(bm, p.metrics, "ttft_ms_p50", False)),
+                  csv_cell(_ratio(bm, p.metrics, "throughput_tok_s", True)),
                   "" if b is None else str(b.index), "true" if meets(p.metrics) else "false",
                   json.dumps({k: v for k, v in p.overrides.items()}, sort_keys=True, separators=(",", ":"))]
         w.writerow(cells)

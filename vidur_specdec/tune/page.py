@@ -164,7 +164,7 @@ def fmt_key(x: float, best: Dict) -> str:
     return next(key for key in best if float(key) == x)
 
 
-def _answer(summ: Dict, unit: str) -> str:
+def answer(summ: Dict, unit: str) -> str:
     """The decision in one sentence, from summary.json."""
     if not summ:
         return ""
@@ -193,10 +193,11 @@ def _answer(summ: Dict, unit: str) -> str:
         for x in grid:
             if x > top and best[fmt_key(x, best)] not in above:
                 above.append(best[fmt_key(x, best)])
-        alt = ", ".join(f"k = {v}" if v else "off" for v in above) or "off"
+        alt = ", then ".join(f"k = {v}" if v else "off" for v in above) or "off"
         why = "" if cross is not None else f" (k = {k} overloads there: its TTFT or queue waits grow)"
         word = "up to" if cross is None else "below"
-        head = f"{method} k = {k} pays {word} {unit} {fmt(top)}; above it, {alt}{why}"
+        where = f"concurrency {fmt(top)}" if unit == "concurrency" else f"{fmt(top)} requests/s"
+        head = f"{method} k = {k} pays {word} {where}; above it, {alt}{why}"
     else:
         note = note_of(summ, k)
         head = (f"{method} k = {k} pays at every {unit} searched that is not overloaded" if "every load" in note
@@ -250,7 +251,7 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
 <main>
 <h1>Tune: where speculation stops paying</h1>
 {dep}
-<p id="answer" class="answer">{e(_answer(summ, unit))}</p>
+<p id="answer" class="answer">{e(answer(summ, unit))}</p>
 {warn}
 <p class="muted" id="source">Simulated points of one tune ({len(rows)} points, from <a href="{e(Path(csv_path).name)}">{e(Path(csv_path).name)}</a>),
 for each static k and the chosen per-batch-size schedule (stars). Simulator predictions, not GPU measurements.

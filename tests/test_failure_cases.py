@@ -1,4 +1,4 @@
-"""Every case under "Why" in issue 11, as a test: where it failed, a non-zero exit, one line on
+"""Every reported failure case of the command line and the run config, as a test: where it failed, a non-zero exit, one line on
 stderr, no ``Traceback`` and no partial output; where it surprised, the documented behaviour.
 
 The command-line cases run the real command (``python -m vidur_specdec ...``) in a subprocess.
