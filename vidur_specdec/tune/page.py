@@ -108,9 +108,22 @@ _JS = r"""
     });
     const ss = sched.filter((r) => r[col] !== null);
     traces.push({ type: 'scatter', mode: 'lines+markers', name: 'chosen schedule', x: ss.map((r) => r.load), y: ss.map((r) => r[col]),
-      line: { color: '#111', width: 3, dash: 'dot' }, marker: { size: 12, symbol: 'star', color: '#111' },
+      line: { color: '#111', width: 3, dash: 'dot' },
+      marker: { size: 12, symbol: ss.map((r) => r.overloaded ? 'x' : 'star'), color: '#111' },
       hovertemplate: unit + ' %{x}: %{y:.3f}<extra>schedule</extra>' });
     return traces;
+  }
+  const pct = slo.percentile != null ? 'p' + slo.percentile : '';
+  function sloNote(y, what) { return { xref: 'paper', x: 1, y: y, yref: 'y', xanchor: 'right', yanchor: 'bottom', showarrow: false,
+    text: what + ' SLO (on ' + pct + ', the chart shows medians): ' + y + ' ms', font: { color: '#9333ea', size: 11 } }; }
+  function capNotes() {
+    const a = [];
+    if (cap.none != null) a.push({ x: cap.none, xref: 'x', y: 1, yref: 'paper', xanchor: 'left', yanchor: 'top', showarrow: false,
+      text: ' capacity without: ' + cap.none, font: { color: '#2563eb', size: 11 } });
+    if (cap.speculative != null) a.push({ x: cap.speculative, xref: 'x', y: 0.92, yref: 'paper', xanchor: 'left', yanchor: 'top',
+      showarrow: false, text: ' with the schedule: ' + cap.speculative, font: { color: '#16a34a', size: 11 } });
+    a.forEach((n) => { n.x = Math.log10(n.x); });
+    return a;
   }
   function capShapes() {
     const sh = [];
@@ -124,10 +137,13 @@ _JS = r"""
     legend: { orientation: 'h', y: -0.25 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff' }, extra);
   const cfg = { displaylogo: false, responsive: true };
   Plotly.newPlot('chart-tpot', series('tpot_ms_p50', 'TPOT'), layout('median TPOT (ms)',
-    { shapes: capShapes().concat(slo.tpot_ms != null ? [hline(slo.tpot_ms, '#9333ea')] : []) }), cfg);
+    { shapes: capShapes().concat(slo.tpot_ms != null ? [hline(slo.tpot_ms, '#9333ea')] : []),
+      annotations: capNotes().concat(slo.tpot_ms != null ? [sloNote(slo.tpot_ms, 'TPOT')] : []) }), cfg);
   Plotly.newPlot('chart-ttft', series('ttft_ms_p50', 'TTFT'), layout('median TTFT (ms)',
-    { shapes: capShapes().concat(slo.ttft_ms != null ? [hline(slo.ttft_ms, '#9333ea')] : []) }), cfg);
-  Plotly.newPlot('chart-throughput', series('throughput_tok_s', 'throughput'), layout('output throughput (tokens/s)', { shapes: capShapes() }), cfg);
+    { shapes: capShapes().concat(slo.ttft_ms != null ? [hline(slo.ttft_ms, '#9333ea')] : []),
+      annotations: capNotes().concat(slo.ttft_ms != null ? [sloNote(slo.ttft_ms, 'TTFT')] : []) }), cfg);
+  Plotly.newPlot('chart-throughput', series('throughput_tok_s', 'throughput'), layout('output throughput (tokens/s)',
+    { shapes: capShapes(), annotations: capNotes() }), cfg);
   Plotly.newPlot('chart', series('tpot_speedup', 'speedup'), layout('median TPOT speedup over no speculation (\u00d7)',
     { shapes: [hline(1, '#1d2330')].concat(crossings.map((c) => vline(c.x, '#c2410c', 'dot'))) }), cfg);
   const tb = document.getElementById('schedule-rows');
@@ -137,7 +153,7 @@ _JS = r"""
     tb.appendChild(tr); });
   const cb = document.getElementById('crossing-rows');
   ks.filter((k) => k > 0).forEach((k) => { const c = crossings.find((x) => x.k === k); const tr = document.createElement('tr');
-    ['k = ' + k, c ? c.lo + ' \u2013 ' + c.hi : 'not in the searched range'].forEach((t) => { const td = document.createElement('td'); td.textContent = t; tr.appendChild(td); });
+    ['k = ' + k, c ? c.lo + ' \u2013 ' + c.hi : 'none: ' + ((S.crossover_note || {})[String(k)] || 'not in the searched range')].forEach((t) => { const td = document.createElement('td'); td.textContent = t; tr.appendChild(td); });
     cb.appendChild(tr); });
   const lt = document.getElementById('load-rows');
   uniq(rows.map((r) => r.load)).forEach((x) => {
@@ -214,7 +230,8 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
     label = {"qps": "load (requests/s, open loop)", "concurrency": "load (concurrent requests, closed loop)"}.get(
         unit, unit)
     data = {"rows": rows, "unit": unit, "unit_label": label,
-            "summary": {"capacity": summ.get("capacity"), "slo": summ.get("slo")}}
+            "summary": {"capacity": summ.get("capacity"), "slo": summ.get("slo"),
+                        "crossover_note": summ.get("crossover_note")}}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
     e = html.escape
     d = summ.get("deployment") or {}
@@ -255,7 +272,7 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
 {warn}
 <p class="muted" id="source">Simulated points of one tune ({len(rows)} points, from <a href="{e(Path(csv_path).name)}">{e(Path(csv_path).name)}</a>),
 for each static k and the chosen per-batch-size schedule (stars). Simulator predictions, not GPU measurements.
-Crosses mark overloaded runs ({e(", ".join(over)) or "none"}): queues grow or requests wait past the bound in docs/tune.md;
+Crosses mark overloaded runs ({e(", ".join(over)) or "none"}): queues grow, requests wait past the bound, or median TTFT grows past 10&times; its light-load value (docs/tune.md);
 they are left out of the crossovers and the best k.</p>
 <noscript><p><strong>This page needs JavaScript to draw the charts and the tables.</strong></p></noscript>
 <p class="note">Dashed vertical lines: capacity under the SLOs without speculation (blue) and with the schedule (green);
@@ -270,7 +287,7 @@ dotted vertical lines: where a k's TPOT speedup first falls below 1 (orange); da
 <div id="chart" class="chart" role="img" aria-label="Speedup against load for each k and for the schedule"></div>
 <h2>Speedups, throughput and goodput at each load</h2>
 <table><thead><tr><th>{e(unit)}</th><th>k</th><th>TPOT speedup</th><th>TTFT speedup</th><th>throughput speedup</th>
-<th>throughput (tok/s)</th><th>goodput (req/s)</th><th></th></tr></thead><tbody id="load-rows"></tbody></table>
+<th>throughput (tok/s)</th><th>goodput (req/s)</th><th>overloaded</th></tr></thead><tbody id="load-rows"></tbody></table>
 <h2>The chosen schedule (vLLM <code>num_speculative_tokens_per_batch_size</code>)</h2>
 <table><thead><tr><th>Batch size (requests scheduled in a step)</th><th>k</th></tr></thead>
 <tbody id="schedule-rows"></tbody></table>
