@@ -82,6 +82,10 @@ def _pct(x) -> str:
     return "–" if x is None else f"{100 * x:+.1f} %".replace("-", "−")
 
 
+def _g(x) -> str:
+    return "none" if x is None else f"{x:g}"
+
+
 def _sched(s) -> str:
     return ", ".join(f"{lo}-{hi}: {k}" for lo, hi, k in s)
 
@@ -102,8 +106,8 @@ def render(name: str) -> str:
            f"* {summ['simulated_points']} simulated points; vLLM {summ['vllm_version']} semantics, "
            f"`max_num_batched_tokens` {summ['engine_args']['max_num_batched_tokens']}, `max_num_seqs` "
            f"{summ['engine_args']['max_num_seqs']}.",
-           f"* capacity under the default SLOs: {cap['none']:g} {per} without speculation, "
-           + (f"{cap['speculative']:g}" if cap["speculative"] is not None else "none") + " with the schedule."]
+           f"* capacity under the default SLOs: {_g(cap['none'])} {per} without speculation, "
+           + _g(cap["speculative"]) + " with the schedule."]
     for k, c in sorted(summ["crossover"].items(), key=lambda kv: int(kv[0])):
         if c is not None:
             lo, hi = summ["crossover_bracket"][k]
