@@ -76,3 +76,16 @@ def test_recorded_csv_is_complete():
         assert len(rows) == summ["simulated_points"]
         text = (REPO / "sweeps" / "results" / "tune" / name / "tune.csv").read_text()
         assert list(csv.reader(io.StringIO(text)))[0][:4] == ["point", "phase", "load_unit", "load"]
+
+
+def test_the_documented_rules_are_the_code_s():
+    from vidur_specdec.tune.cli import CHECK_MARGIN, DEFAULT_SLO_TPOT_MS, DEFAULT_SLO_TTFT_MS
+    from vidur_specdec.tune.loads import (CONCURRENCY_BOUND_FACTOR, GROWTH_FACTOR, GROWTH_FLOOR_S,
+                                          TTFT_GROWTH_FACTOR, WAIT_BOUND_S)
+
+    text = " ".join((REPO / "docs" / "tune.md").read_text().split())
+    assert (f"over {GROWTH_FACTOR:g}× that of the first third and over {GROWTH_FLOOR_S:g} s, or the median queue "
+            f"wait is over {WAIT_BOUND_S:g} s, or its median TTFT is over {TTFT_GROWTH_FACTOR:g}×") in text
+    assert f"concurrency ≤ {CONCURRENCY_BOUND_FACTOR:g} × `max_num_seqs`" in text
+    assert f"| {DEFAULT_SLO_TTFT_MS:g}, {DEFAULT_SLO_TPOT_MS:g} |" in text
+    assert f"more than {CHECK_MARGIN * 100:g} % worse than the best static k" in text

@@ -213,7 +213,7 @@ class Tuner:
                     brackets[k] = [loads[i - 1], loads[i]]
                     break
             else:
-                res.crossover_note[k] = "speedup >= 1 at every load searched"
+                res.crossover_note[k] = "speedup >= 1 at every load searched that is not overloaded"
         while True:
             live = {k: b for k, b in brackets.items() if not self.axis.converged(b[0], b[1], self.tol)}
             if not live:
