@@ -91,7 +91,7 @@ def main() -> int:
     print("source | setting | simulated | published | error")
     for row in ROWS:
         if row.model not in KNOWN_MODELS:
-            print(f"SKIP {row.source} | {row.setting} | needs {row.model} on {row.device} (the deployments work)")
+            print(f"SKIP {row.source} | {row.setting} | needs {row.model} on {row.device}, which this checkout does not know")
             continue
         if row.mean_acceptance_length is None:
             print(f"SKIP {row.source} | {row.setting} | the source gives no acceptance length for this run")

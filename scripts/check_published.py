@@ -12,7 +12,7 @@ and ``engine.lm_head: false``, the accounting before the step costs were
 added), and the error of each.
 
 Rows whose model, device or tensor-parallel size this checkout cannot run
-(unknown model, no profile, TP > 1 before the deployments work lands) are
+(unknown model, no profile, a tensor-parallel size it cannot split) are
 skipped with the reason. Sources: docs/model.md, "Checked against published
 measurements".
 

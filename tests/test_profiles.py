@@ -73,7 +73,7 @@ def test_sanity_error_against_measured_llama7b_tp1():
 
 
 # Held-out (Llama-2-70B) median |% error| the calibrated parameters reach, with a small
-# margin; every bound is within the calibration's target (calibrate.TARGETS). A change to the
+# margin; every bound is within the calibration target (calibrate.TARGETS). A change to the
 # model or the parameters that loses accuracy fails here.
 HELD_OUT_BOUNDS = {"gemm": 5.5, "elementwise": 7.0, "attn_decode": 9.0, "attn_prefill": 9.0,
                    "layer_decode": 6.5, "layer_prefill": 4.5}

@@ -31,6 +31,12 @@ TUNE_STEPS = [
     ("schedule", "Array.from(document.querySelectorAll('#schedule-rows tr'))"
                  ".map(tr => Array.from(tr.cells).map(c => c.textContent))"),
     ("shapes", "document.getElementById('chart').layout.shapes.length"),
+    ("deployment", "document.getElementById('deployment').textContent"),
+    ("answer", "document.getElementById('answer').textContent"),
+    ("spec", "document.getElementById('speculative-config').textContent"),
+    ("ttft", "document.getElementById('chart-ttft').data.map(t => t.name)"),
+    ("throughput", "document.getElementById('chart-throughput').data.map(t => t.name)"),
+    ("slo_notes", "document.getElementById('chart-ttft').layout.annotations.map(a => a.text).join('|')"),
 ]
 
 
@@ -52,5 +58,11 @@ def test_tune_page_in_chromium(tmp_path):
     assert crossed == {k: v for k, v in summary["crossover_bracket"].items() if v is not None}
     assert out["shapes"] == 1 + len(crossed)  # the 1x line and one marker per crossover
     assert [[int(x) for x in row[0].split("\u2013")] + [int(row[1])] for row in out["schedule"]] == summary["schedule"]
+    # the page opens with the deployment and the answer, and holds the speculative_config as written
+    assert out["deployment"].startswith(CFG.get("model", "meta-llama/Llama-2-7b-hf")) and "k = 3" in out["deployment"]
+    assert out["answer"].startswith("n-gram k = 3") and "capacity under the SLOs" in out["answer"]
+    assert json.loads(out["spec"]) == json.loads((out_dir / "speculative_config.json").read_text())
+    assert out["ttft"] == out["names"] and out["throughput"] == out["names"]
+    assert "TTFT SLO (on p99" in out["slo_notes"] and "capacity without" in out["slo_notes"]
     png = (shot_dir / "tune-page.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

@@ -90,3 +90,27 @@ def test_head_on_another_target_warns():
     d = describe_proposer(cfg)
     assert d["proposer_weights"] == "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
     assert "Llama-3.3-70B-Instruct" in d["proposer_pairing_warning"]
+
+
+def test_overload_bounds_ttft_growth_as_well_as_queue_waits():
+    from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, overload_reason, point_overloaded
+
+    ref = 73.0  # TTFT p50 without speculation at the lightest grid load (ms)
+    assert not point_overloaded({"overloaded": 0, "ttft_ms_p50": 206.0}, ref)
+    # EAGLE-3 k = 3 at concurrency 64 with a 512-token budget: waits are short, TTFT p50 is 2.08 s
+    assert point_overloaded({"overloaded": 0, "ttft_ms_p50": 2084.0}, ref)
+    assert overload_reason({"overloaded": 0, "ttft_ms_p50": TTFT_GROWTH_FACTOR * ref + 1}, ref) == "ttft"
+    assert overload_reason({"overloaded": 1, "ttft_ms_p50": 80.0}, ref) == "queue"
+    assert not point_overloaded({"overloaded": 0, "ttft_ms_p50": 2084.0}, None)  # no reference yet
+
+
+def test_answer_names_where_k_overloads_and_what_to_use_there():
+    from vidur_specdec.tune.page import answer
+
+    summ = {"deployment": {"method": "eagle3", "k": 3}, "crossover": {"3": None},
+            "crossover_note": {"3": "speedup >= 1 at every load searched"},
+            "best_k": {"1": 3, "8": 3, "32": 3, "64": 1}, "overloaded_points": {"64": ["k=2", "k=3", "schedule"]},
+            "capacity": {"none": 6.0, "speculative": 6.0}}
+    a = answer(summ, "concurrency")
+    assert a.startswith("EAGLE-3 k = 3 pays up to concurrency 32; above it, k = 1 (k = 3 overloads there")
+    assert a.endswith("capacity under the SLOs: 6 concurrent requests with the schedule, 6 without.")

@@ -60,7 +60,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"relative width at which a load bracket stops (default {DEFAULT_TOLERANCE:g})")
 
 
-def _prepare(args: argparse.Namespace):
+def check_args(args: argparse.Namespace):
     """Every check that needs no simulation; returns (base, k_max, axis, slo, options, out_dir)."""
     from vidur_specdec.tune.points import get_axis
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
     lock = None
     try:
-        base, k_max, axis, slo, options, out_dir, loads = _prepare(args)
+        base, k_max, axis, slo, options, out_dir, loads = check_args(args)
         from vidur_specdec import outfolder
 
         clear = outfolder.check(out_dir, "tune", bool(getattr(args, "overwrite", False)))  # the one folder rule
@@ -182,7 +182,10 @@ def _report(res, axis, ev) -> None:
         where = (f"{f(c)} {axis.name} (between {f(res.crossover_bracket[k][0])} and {f(res.crossover_bracket[k][1])})"
                  if c is not None else f"none ({res.crossover_note.get(k, '')})")
         print(f"crossover k={k}: {where}")
-    over = sorted({p.load for p in ev.points if p.metrics and p.metrics.get("overloaded")})
+    from vidur_specdec.tune.loads import point_overloaded
+
+    ref = res.ttft_reference.get("ttft_ms_p50")
+    over = sorted({p.load for p in ev.points if point_overloaded(p.metrics, ref)})
     if over:
         print("overloaded (left out of crossovers and best k): " + ", ".join(f(x) for x in over) + f" {axis.name}")
     cap = res.capacity
@@ -197,6 +200,9 @@ def _report(res, axis, ev) -> None:
         if (sb is not None and sb > CHECK_MARGIN) or (s0 is not None and s0 > CHECK_MARGIN):
             print(f"warning: at {f(c['load'])} {axis.name} the schedule is more than {CHECK_MARGIN:.0%} worse than "
                   "a static k; prefer that k there", file=sys.stderr)
+        if c.get("overloaded"):
+            print(f"warning: at {f(c['load'])} {axis.name} the schedule's run is overloaded (queue waits or TTFT "
+                  "growth, docs/tune.md); lower k at the batch sizes that load reaches", file=sys.stderr)
         n = c.get("num_steps") or 0
         if n and (c.get("k_flips") or 0) > 0.05 * n:
             print(f"warning: at {f(c['load'])} {axis.name} the schedule changes k on {c['k_flips']} of {n} steps "

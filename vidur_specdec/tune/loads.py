@@ -12,8 +12,16 @@ A run is **overloaded** when requests queue without bound: the queue wait
 (arrival to first scheduled step) of the last third of the measured requests,
 by arrival, is more than :data:`GROWTH_FACTOR` times that of the first third and
 above :data:`GROWTH_FLOOR_S`, or the median queue wait exceeds
-:data:`WAIT_BOUND_S`. Crossovers and the best k use only loads whose runs are
-not overloaded.
+:data:`WAIT_BOUND_S`, or its median TTFT is more than :data:`TTFT_GROWTH_FACTOR`
+times the TTFT reference: the median TTFT without speculation at the lightest
+load every k runs at (the lowest load of the tune's grid). Waits alone miss a
+run whose requests are admitted at once but whose prefills are starved by the
+token budget (decode and verify tokens fill ``max_num_batched_tokens``); its
+TTFT grows instead. The factor follows the single-server queue, where the time
+in system is the service time / (1 - utilization) (M/M/1; L. Kleinrock,
+*Queueing Systems*, vol. 1, 1975): 10 times the unloaded TTFT means the
+prefill path is over 90 % busy, past the knee where more load only queues.
+Crossovers and the best k use only loads whose runs are not overloaded.
 
 The search stays inside the config's valid ranges: qps up to ``workload.qps``'s
 upper bound, concurrency up to :data:`CONCURRENCY_BOUND_FACTOR` times
@@ -32,6 +40,7 @@ MIN_REQUESTS = 22
 GROWTH_FACTOR = 2.0
 GROWTH_FLOOR_S = 0.5
 WAIT_BOUND_S = 2.0
+TTFT_GROWTH_FACTOR = 10.0
 CONCURRENCY_BOUND_FACTOR = 2
 
 
@@ -76,3 +85,22 @@ def overloaded(req, warmup: int) -> bool:
     third = n // 3
     first, last = float(wait[:third].mean()), float(wait[-third:].mean())
     return last > GROWTH_FLOOR_S and last > GROWTH_FACTOR * first
+
+
+def point_overloaded(metrics, ttft_reference_ms: Optional[float]) -> bool:
+    """A point's overload flag: the queue rule (recorded by the run) or TTFT p50 past the growth bound."""
+    if metrics is None:
+        return False
+    if metrics.get("overloaded"):
+        return True
+    t = metrics.get("ttft_ms_p50")
+    return bool(ttft_reference_ms and t is not None and t > TTFT_GROWTH_FACTOR * ttft_reference_ms)
+
+
+def overload_reason(metrics, ttft_reference_ms: Optional[float]) -> str:
+    """Why a point is overloaded: ``queue``, ``ttft`` or empty."""
+    if metrics is None:
+        return ""
+    if metrics.get("overloaded"):
+        return "queue"
+    return "ttft" if point_overloaded(metrics, ttft_reference_ms) else ""

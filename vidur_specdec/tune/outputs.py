@@ -22,10 +22,11 @@ from vidur_specdec.tune.search import TuneResult, speedup
 INT_COLUMNS = {"num_steps", "restarts", "k_flips", "overloaded", "measured_requests"}
 CSV_COLUMNS = (["point", "phase", "load_unit", "load", "setting", "k", "schedule", "row_id",
                 "alpha_used", "acceptance_length_used", "num_requests", "warmup_requests"] + TUNE_METRICS
-               + ["tpot_speedup", "ttft_speedup", "throughput_speedup", "baseline_point", "meets_slo", "config"])
+               + ["overload_reason", "tpot_speedup", "ttft_speedup", "throughput_speedup", "baseline_point",
+                  "meets_slo", "config"])
 
 
-def _cell(v, metric: str = "") -> str:
+def csv_cell(v, metric: str = "") -> str:
     if v is None:
         return ""
     if metric in INT_COLUMNS:
@@ -59,7 +60,10 @@ def baseline_of(ev: Evaluator, p: Point) -> Optional[Point]:
     return None
 
 
-def csv_text(ev: Evaluator, meets) -> str:
+def csv_text(ev: Evaluator, meets, ttft_reference_ms: Optional[float] = None) -> str:
+    """tune.csv; ``overloaded`` is the whole rule (queue or TTFT growth against ``ttft_reference_ms``)."""
+    from vidur_specdec.tune.loads import overload_reason
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -74,12 +78,14 @@ def csv_text(ev: Evaluator, meets) -> str:
 
         alpha, length = point_acceptance(p.config.speculative)
         wl = p.config.workload
-        cells += [_cell(alpha), _cell(length), str(wl.num_requests - wl.warmup_requests), str(wl.warmup_requests)]
-        cells += [_cell(p.metrics.get(c), c) for c in TUNE_METRICS]
+        cells += [csv_cell(alpha), csv_cell(length), str(wl.num_requests - wl.warmup_requests), str(wl.warmup_requests)]
+        why = overload_reason(p.metrics, ttft_reference_ms)
+        cells += [csv_cell(int(bool(why)) if c == "overloaded" else p.metrics.get(c), c) for c in TUNE_METRICS]
+        cells.append(why)
         sp = 1.0 if b is p else (speedup(b.metrics, p.metrics) if b is not None else None)
         bm = b.metrics if b is not None else None
-        cells += [_cell(sp), _cell(_ratio(bm, p.metrics, "ttft_ms_p50", False)),
-                  _cell(_ratio(bm, p.metrics, "throughput_tok_s", True)),
+        cells += [csv_cell(sp), csv_cell(_ratio(bm, p.metrics, "ttft_ms_p50", False)),
+                  csv_cell(_ratio(bm, p.metrics, "throughput_tok_s", True)),
                   "" if b is None else str(b.index), "true" if meets(p.metrics) else "false",
                   json.dumps({k: v for k, v in p.overrides.items()}, sort_keys=True, separators=(",", ":"))]
         w.writerow(cells)
@@ -90,7 +96,10 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
     from vidur_specdec.speculation.proposers.pairing import describe_proposer
     from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
 
+    from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, point_overloaded
+
     ax = ev.axis
+    ref = res.ttft_reference.get("ttft_ms_p50")
     sched = res.schedule_setting
     reproduce = {}
     for c in res.checks:
@@ -112,7 +121,12 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
         "vllm_serve": serve_command(ev.base, spec_cfg),
         "warnings": list(notes or []),
         "overloaded_loads": sorted({ax.fmt(p.load) for p in ev.points
-                                    if p.metrics is not None and p.metrics.get("overloaded")}, key=float),
+                                    if point_overloaded(p.metrics, ref)}, key=float),
+        "overloaded_points": {ax.fmt(x): sorted({p.setting.label for p in ev.points
+                                                 if p.load == x and point_overloaded(p.metrics, ref)})
+                              for x in sorted({p.load for p in ev.points if point_overloaded(p.metrics, ref)})},
+        "ttft_reference": {"load": ax.fmt(res.ttft_reference["load"]) if res.ttft_reference else None,
+                           "ttft_ms_p50": _r(ref), "growth_factor": TTFT_GROWTH_FACTOR},
         "schedule_extrapolated_batch_sizes": extrapolated,
         "slo": ev.slo,
         "load_unit": ax.name,
@@ -142,7 +156,7 @@ def write_all(out_dir: Path, ev: Evaluator, res: TuneResult, options: Dict, meet
     from vidur_specdec.tune.page import build_page
 
     out_dir = Path(out_dir)
-    text = csv_text(ev, meets)
+    text = csv_text(ev, meets, res.ttft_reference.get("ttft_ms_p50"))
     summ = summary(ev, res, options, notes)
     paths = []
     for name, body in (("tune.csv", text),

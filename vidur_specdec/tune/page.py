@@ -87,6 +87,11 @@ _JS = r"""
         crossings.push({ k: k, lo: pts[i - 1].load, hi: pts[i].load, x: Math.sqrt(pts[i - 1].load * pts[i].load) }); break; }
     }
   });
+  // 1-2-5 ticks across the simulated loads, labelled in full (a log axis' default minor labels read 20 as "2")
+  const loadsAll = uniq(rows.map((r) => r.load)), ticks = [];
+  for (let d = Math.pow(10, Math.floor(Math.log10(loadsAll[0]))); d <= loadsAll[loadsAll.length - 1] * 10; d *= 10) {
+    [1, 2, 5].forEach((m) => { const t = +(m * d).toPrecision(6);
+      if (t >= loadsAll[0] / 1.5 && t <= loadsAll[loadsAll.length - 1] * 1.5) ticks.push(t); }); }
   const cap = S.capacity || {};
   const slo = S.slo || {};
   function vline(x, color, dash) { return { type: 'line', x0: x, x1: x, yref: 'paper', y0: 0, y1: 1, line: { color: color, width: 1.5, dash: dash } }; }
@@ -103,9 +108,22 @@ _JS = r"""
     });
     const ss = sched.filter((r) => r[col] !== null);
     traces.push({ type: 'scatter', mode: 'lines+markers', name: 'chosen schedule', x: ss.map((r) => r.load), y: ss.map((r) => r[col]),
-      line: { color: '#111', width: 3, dash: 'dot' }, marker: { size: 12, symbol: 'star', color: '#111' },
+      line: { color: '#111', width: 3, dash: 'dot' },
+      marker: { size: 12, symbol: ss.map((r) => r.overloaded ? 'x' : 'star'), color: '#111' },
       hovertemplate: unit + ' %{x}: %{y:.3f}<extra>schedule</extra>' });
     return traces;
+  }
+  const pct = slo.percentile != null ? 'p' + slo.percentile : '';
+  function sloNote(y, what) { return { xref: 'paper', x: 1, y: y, yref: 'y', xanchor: 'right', yanchor: 'bottom', showarrow: false,
+    text: what + ' SLO (on ' + pct + ', the chart shows medians): ' + y + ' ms', font: { color: '#9333ea', size: 11 } }; }
+  function capNotes() {
+    const a = [];
+    if (cap.none != null) a.push({ x: cap.none, xref: 'x', y: 1, yref: 'paper', xanchor: 'left', yanchor: 'top', showarrow: false,
+      text: ' capacity without: ' + cap.none, font: { color: '#2563eb', size: 11 } });
+    if (cap.speculative != null) a.push({ x: cap.speculative, xref: 'x', y: 0.92, yref: 'paper', xanchor: 'left', yanchor: 'top',
+      showarrow: false, text: ' with the schedule: ' + cap.speculative, font: { color: '#16a34a', size: 11 } });
+    a.forEach((n) => { n.x = Math.log10(n.x); });
+    return a;
   }
   function capShapes() {
     const sh = [];
@@ -115,14 +133,17 @@ _JS = r"""
     return sh;
   }
   const layout = (ytitle, extra) => Object.assign({ margin: { l: 64, r: 20, t: 30, b: 52 }, font: { family: 'system-ui, sans-serif', size: 13 },
-    xaxis: { type: 'log', title: { text: D.unit_label } }, yaxis: { title: { text: ytitle }, rangemode: 'tozero', gridcolor: '#e6e9ef' },
+    xaxis: { type: 'log', title: { text: D.unit_label }, tickvals: ticks, ticktext: ticks.map(String) }, yaxis: { title: { text: ytitle }, rangemode: 'tozero', gridcolor: '#e6e9ef' },
     legend: { orientation: 'h', y: -0.25 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff' }, extra);
   const cfg = { displaylogo: false, responsive: true };
   Plotly.newPlot('chart-tpot', series('tpot_ms_p50', 'TPOT'), layout('median TPOT (ms)',
-    { shapes: capShapes().concat(slo.tpot_ms != null ? [hline(slo.tpot_ms, '#9333ea')] : []) }), cfg);
+    { shapes: capShapes().concat(slo.tpot_ms != null ? [hline(slo.tpot_ms, '#9333ea')] : []),
+      annotations: capNotes().concat(slo.tpot_ms != null ? [sloNote(slo.tpot_ms, 'TPOT')] : []) }), cfg);
   Plotly.newPlot('chart-ttft', series('ttft_ms_p50', 'TTFT'), layout('median TTFT (ms)',
-    { shapes: capShapes().concat(slo.ttft_ms != null ? [hline(slo.ttft_ms, '#9333ea')] : []) }), cfg);
-  Plotly.newPlot('chart-throughput', series('throughput_tok_s', 'throughput'), layout('output throughput (tokens/s)', { shapes: capShapes() }), cfg);
+    { shapes: capShapes().concat(slo.ttft_ms != null ? [hline(slo.ttft_ms, '#9333ea')] : []),
+      annotations: capNotes().concat(slo.ttft_ms != null ? [sloNote(slo.ttft_ms, 'TTFT')] : []) }), cfg);
+  Plotly.newPlot('chart-throughput', series('throughput_tok_s', 'throughput'), layout('output throughput (tokens/s)',
+    { shapes: capShapes(), annotations: capNotes() }), cfg);
   Plotly.newPlot('chart', series('tpot_speedup', 'speedup'), layout('median TPOT speedup over no speculation (\u00d7)',
     { shapes: [hline(1, '#1d2330')].concat(crossings.map((c) => vline(c.x, '#c2410c', 'dot'))) }), cfg);
   const tb = document.getElementById('schedule-rows');
@@ -132,7 +153,7 @@ _JS = r"""
     tb.appendChild(tr); });
   const cb = document.getElementById('crossing-rows');
   ks.filter((k) => k > 0).forEach((k) => { const c = crossings.find((x) => x.k === k); const tr = document.createElement('tr');
-    ['k = ' + k, c ? c.lo + ' \u2013 ' + c.hi : 'not in the searched range'].forEach((t) => { const td = document.createElement('td'); td.textContent = t; tr.appendChild(td); });
+    ['k = ' + k, c ? c.lo + ' \u2013 ' + c.hi : 'none: ' + ((S.crossover_note || {})[String(k)] || 'not in the searched range')].forEach((t) => { const td = document.createElement('td'); td.textContent = t; tr.appendChild(td); });
     cb.appendChild(tr); });
   const lt = document.getElementById('load-rows');
   uniq(rows.map((r) => r.load)).forEach((x) => {
@@ -150,7 +171,16 @@ _JS = r"""
 """
 
 
-def _answer(summ: Dict, unit: str) -> str:
+def note_of(summ: Dict, k) -> str:
+    return (summ.get("crossover_note") or {}).get(str(k), "")
+
+
+def fmt_key(x: float, best: Dict) -> str:
+    """The best_k key (as written in summary.json) of load ``x``."""
+    return next(key for key in best if float(key) == x)
+
+
+def answer(summ: Dict, unit: str) -> str:
     """The decision in one sentence, from summary.json."""
     if not summ:
         return ""
@@ -162,14 +192,30 @@ def _answer(summ: Dict, unit: str) -> str:
     best = summ.get("best_k") or {}
     fmt = (lambda x: str(int(float(x)))) if unit == "concurrency" else (lambda x: f"{float(x):g}")
     cap = summ.get("capacity") or {}
+    words = "concurrent requests" if unit == "concurrency" else "requests/s"
     capt = (f"capacity under the SLOs: {fmt(cap['speculative']) if cap.get('speculative') is not None else 'none'} "
-            f"{unit} with the schedule, {fmt(cap['none']) if cap.get('none') is not None else 'none'} without")
+            f"{words} with the schedule, {fmt(cap['none']) if cap.get('none') is not None else 'none'} without")
+    lbl = f"k={k}"
+    over_k = sorted(float(x) for x, ss in (summ.get("overloaded_points") or {}).items() if lbl in ss)
+    grid = sorted(float(x) for x in best)
     if cross is not None:
-        above = sorted({v for x, v in best.items() if float(x) > float(cross)})
-        alt = ", ".join(f"k = {v}" if v else "off" for v in above) or "off"
-        head = f"{method} k = {k} pays up to {unit} {fmt(cross)}; above it, {alt}"
+        top = float(cross)
+    elif over_k and "every load" in note_of(summ, k):
+        top = max([x for x in grid if x < over_k[0]], default=None)
     else:
-        note = (summ.get("crossover_note") or {}).get(str(k), "")
+        top = None
+    if top is not None:
+        above = []
+        for x in grid:
+            if x > top and best[fmt_key(x, best)] not in above:
+                above.append(best[fmt_key(x, best)])
+        alt = ", then ".join(f"k = {v}" if v else "off" for v in above) or "off"
+        why = "" if cross is not None else f" (k = {k} overloads there: its TTFT or queue waits grow)"
+        word = "up to" if cross is None else "below"
+        where = f"concurrency {fmt(top)}" if unit == "concurrency" else f"{fmt(top)} requests/s"
+        head = f"{method} k = {k} pays {word} {where}; above it, {alt}{why}"
+    else:
+        note = note_of(summ, k)
         head = (f"{method} k = {k} pays at every {unit} searched that is not overloaded" if "every load" in note
                 and ">=" in note else f"{method} k = {k} does not pay at the loads searched ({note})")
     return f"{head}; {capt}."
@@ -184,7 +230,8 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
     label = {"qps": "load (requests/s, open loop)", "concurrency": "load (concurrent requests, closed loop)"}.get(
         unit, unit)
     data = {"rows": rows, "unit": unit, "unit_label": label,
-            "summary": {"capacity": summ.get("capacity"), "slo": summ.get("slo")}}
+            "summary": {"capacity": summ.get("capacity"), "slo": summ.get("slo"),
+                        "crossover_note": summ.get("crossover_note")}}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
     e = html.escape
     d = summ.get("deployment") or {}
@@ -221,11 +268,11 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
 <main>
 <h1>Tune: where speculation stops paying</h1>
 {dep}
-<p id="answer" class="answer">{e(_answer(summ, unit))}</p>
+<p id="answer" class="answer">{e(answer(summ, unit))}</p>
 {warn}
 <p class="muted" id="source">Simulated points of one tune ({len(rows)} points, from <a href="{e(Path(csv_path).name)}">{e(Path(csv_path).name)}</a>),
 for each static k and the chosen per-batch-size schedule (stars). Simulator predictions, not GPU measurements.
-Crosses mark overloaded runs ({e(", ".join(over)) or "none"}): queues grow or requests wait past the bound in docs/tune.md;
+Crosses mark overloaded runs ({e(", ".join(over)) or "none"}): queues grow, requests wait past the bound, or median TTFT grows past 10&times; its light-load value (docs/tune.md);
 they are left out of the crossovers and the best k.</p>
 <noscript><p><strong>This page needs JavaScript to draw the charts and the tables.</strong></p></noscript>
 <p class="note">Dashed vertical lines: capacity under the SLOs without speculation (blue) and with the schedule (green);
@@ -240,7 +287,7 @@ dotted vertical lines: where a k's TPOT speedup first falls below 1 (orange); da
 <div id="chart" class="chart" role="img" aria-label="Speedup against load for each k and for the schedule"></div>
 <h2>Speedups, throughput and goodput at each load</h2>
 <table><thead><tr><th>{e(unit)}</th><th>k</th><th>TPOT speedup</th><th>TTFT speedup</th><th>throughput speedup</th>
-<th>throughput (tok/s)</th><th>goodput (req/s)</th><th></th></tr></thead><tbody id="load-rows"></tbody></table>
+<th>throughput (tok/s)</th><th>goodput (req/s)</th><th>overloaded</th></tr></thead><tbody id="load-rows"></tbody></table>
 <h2>The chosen schedule (vLLM <code>num_speculative_tokens_per_batch_size</code>)</h2>
 <table><thead><tr><th>Batch size (requests scheduled in a step)</th><th>k</th></tr></thead>
 <tbody id="schedule-rows"></tbody></table>

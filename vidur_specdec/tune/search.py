@@ -95,6 +95,7 @@ class TuneResult:
     schedule_table: Dict = field(default_factory=dict)
     checks: List[Dict] = field(default_factory=list)
     schedule_setting: Optional[Setting] = None
+    ttft_reference: Dict = field(default_factory=dict)  # {"load", "ttft_ms_p50"}: the TTFT overload reference
 
 
 class Tuner:
@@ -106,14 +107,17 @@ class Tuner:
         self.axis = ev.axis
         self.user_loads = [self.axis.norm(x) for x in (loads or [])]
         self.bounds = load_bounds(ev.base, self.axis)
+        self.ttft_reference_ms: Optional[float] = None  # set once the grid has run
 
     def clamp(self, x: float) -> float:
         """A load inside the config's valid range (:func:`vidur_specdec.tune.loads.load_bounds`)."""
         return min(max(self.axis.norm(x), self.bounds["lo"]), self.bounds["hi"])
 
-    @staticmethod
-    def over(m: Dict) -> bool:
-        return bool(m.get("overloaded"))
+    def over(self, m: Dict) -> bool:
+        """Overloaded by the queue rule or by TTFT growth (:mod:`vidur_specdec.tune.loads`)."""
+        from vidur_specdec.tune.loads import point_overloaded
+
+        return point_overloaded(m, self.ttft_reference_ms)
 
     # ------------------------------------------------------------------ helpers
     def meets(self, m: Dict) -> bool:
@@ -209,7 +213,7 @@ class Tuner:
                     brackets[k] = [loads[i - 1], loads[i]]
                     break
             else:
-                res.crossover_note[k] = "speedup >= 1 at every load searched"
+                res.crossover_note[k] = "speedup >= 1 at every load searched that is not overloaded"
         while True:
             live = {k: b for k, b in brackets.items() if not self.axis.converged(b[0], b[1], self.tol)}
             if not live:
@@ -259,6 +263,9 @@ class Tuner:
         loads = self.grid_loads(cap)
         res.grid = loads
         table = self.run_grid(loads)
+        ref = table[(loads[0], 0)].get("ttft_ms_p50")
+        self.ttft_reference_ms = ref
+        res.ttft_reference = {"load": loads[0], "ttft_ms_p50": ref}
         res.best_k = self.best_k(loads, table)
         self.crossovers(loads, table, res)
 
@@ -285,7 +292,7 @@ class Tuner:
                 "schedule_speedup": speedup(statics[0], p.metrics),
                 "best_static_speedup": speedup(statics[0], statics[best]),
                 "k_flips": p.metrics.get("k_flips"), "num_steps": p.metrics.get("num_steps"),
-                "overloaded": bool(p.metrics.get("overloaded")),
+                "overloaded": self.over(p.metrics),
             })
         res.capacity["speculative"], res.capacity_bracket["speculative"] = self.capacity(sched, cap)
         return res

@@ -1,4 +1,4 @@
-"""Inputs that once failed or surprised (proposer keys, heads, traces, schedules, tune), each as a test: where it failed, a non-zero exit, one line on
+"""Every reported failure case of the command line and the run config, as a test: where it failed, a non-zero exit, one line on
 stderr, no ``Traceback`` and no partial output; where it surprised, the documented behaviour.
 
 The command-line cases run the real command (``python -m vidur_specdec ...``) in a subprocess.
