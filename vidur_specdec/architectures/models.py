@@ -12,13 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Dict, Mapping, Union
+from typing import Dict, Mapping, Optional, Union
 
-from vidur_specdec.config import ConfigError
-
-
-class ModelError(ConfigError):
-    """A bad model name or model file; the message is one line naming the cause."""
+from vidur_specdec.architectures.errors import ModelError
+from vidur_specdec.config import ConfigError  # noqa: F401 (ModelError's base, imported from here by callers)
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,9 @@ class ModelSpec:
     v_head_dim: int = 0
     sliding_window: int = 0  # tokens a sliding-window layer attends (gpt-oss 128)
     sliding_layers: int = 0  # how many decoder layers use the sliding window
-    quantization: str = ""  # the checkpoint's own weight format: "" (bf16), "fp8" (linear layers), "mxfp4" (experts)
+    quantization: str = ""  # weight format: "" (bf16), "fp8" (every linear layer, W8A8), "mxfp4" (routed experts)
+    kv_cache_dtype: str = ""  # KV-cache element: "" (bf16, 2 bytes) or "fp8" (e4m3, 1 byte)
+    mtp_layers: int = 0  # multi-token-prediction modules shipped with the checkpoint (num_nextn_predict_layers)
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -85,14 +84,28 @@ class ModelSpec:
         """Embedding + LM-head weights on one of ``tp`` GPUs (vocabulary-parallel); once when tied."""
         return (1 if self.tie_word_embeddings else 2) * self.vocab_size * self.hidden_size // tp
 
-    def kv_bytes_per_token(self, tp: int = 1, dtype_bytes: int = 2) -> int:
+    @property
+    def kv_dtype_bytes(self) -> int:
+        """Bytes of one KV-cache element: 1 for an fp8 KV cache, else 2 (bf16)."""
+        return 1 if self.kv_cache_dtype == "fp8" else 2
+
+    @property
+    def linear_weight_bytes(self) -> int:
+        """Bytes of one weight of the attention and dense-MLP projections: 1 when fp8, else 2 (bf16)."""
+        return 1 if self.quantization == "fp8" else 2
+
+    def kv_bytes_per_token(self, tp: int = 1, dtype_bytes: Optional[int] = None) -> int:
         """KV-cache bytes one token occupies on one GPU, all layers (K and V).
+
+        ``dtype_bytes`` None: the model's KV element size (:attr:`kv_dtype_bytes`).
 
         MLA (``kv_lora_rank`` > 0): one compressed latent + rope key per layer,
         replicated on every GPU. Sliding-window layers keep at most
         ``sliding_window`` tokens per request, so only full-attention layers
         grow with the context and are counted here (see docs/model.md).
         """
+        if dtype_bytes is None:
+            dtype_bytes = self.kv_dtype_bytes
         if self.kv_lora_rank:
             return dtype_bytes * (self.kv_lora_rank + self.qk_rope_head_dim) * self.num_layers
         kv_heads = -(-self.num_kv_heads // tp)
@@ -109,7 +122,7 @@ class ModelSpec:
 
 _MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense_layers", "shared_ffn_size",
                "expert_bias", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
-               "sliding_window", "sliding_layers", "quantization")
+               "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers")
 
 
 def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
@@ -150,7 +163,8 @@ KNOWN_MODELS: Dict[str, ModelSpec] = {
                   experts_per_token=2, expert_ffn_size=14336),
         *(ModelSpec(n, 61, 7168, 128, 1, 18432, 129280, 163840, head_dim=192, num_experts=256,
                     experts_per_token=8, expert_ffn_size=2048, dense_layers=3, shared_ffn_size=2048,
-                    kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8")
+                    kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8",
+                    mtp_layers=1)
           for n in ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1")),
         *(ModelSpec(n, layers, 2880, 64, 8, 2880, 201088, 131072, head_dim=64, num_experts=experts,
                     experts_per_token=4, expert_ffn_size=2880, expert_bias=True, sliding_window=128,
@@ -162,7 +176,7 @@ KNOWN_MODELS: Dict[str, ModelSpec] = {
 _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_size", "vocab_size",
                "max_model_len", "head_dim", "num_experts", "experts_per_token", "expert_ffn_size", "dense_layers",
                "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
-               "sliding_window", "sliding_layers")
+               "sliding_window", "sliding_layers", "mtp_layers")
 _ZERO_OK = ("head_dim",) + _MOE_FIELDS
 
 
@@ -203,6 +217,9 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
         raise ModelError(f"{where}: quantization must be fp8 or mxfp4 (the checkpoint's format), "
                          f"got {d['quantization']!r}")
     out["quantization"] = d.get("quantization") or ""
+    if d.get("kv_cache_dtype") not in (None, "", "fp8"):
+        raise ModelError(f"{where}: kv_cache_dtype must be fp8 or empty (bf16), got {d['kv_cache_dtype']!r}")
+    out["kv_cache_dtype"] = d.get("kv_cache_dtype") or ""
     spec = ModelSpec(**out)
     _check_shape(spec, where)
     return spec
@@ -249,7 +266,7 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     from vidur_specdec.architectures import moe
 
     if isinstance(archs, list) and any(a in moe.MOE_ARCHITECTURES for a in archs):
-        return moe.model_from_moe_hf_config(cfg, name, where)
+        return model_from_dict(moe.model_from_moe_hf_config(cfg, name, where), where)
     moe.refuse_expert_fields(cfg, where)  # experts are never simulated as a dense MLP
     if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
         got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"

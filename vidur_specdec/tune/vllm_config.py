@@ -27,7 +27,7 @@ NGRAM_PROMPT_LOOKUP = 5  # vLLM's prompt_lookup_min = prompt_lookup_max when nei
 def tune_warnings(base) -> List[str]:
     """One line each: what vLLM 0.33 would not run as simulated, a head on another target, a carried budget."""
     from vidur_specdec.speculation.proposers.pairing import describe_proposer
-    from vidur_specdec.config import resolved_device
+    from vidur_specdec.engine.deployment import resolved_device
     from vidur_specdec.config.vllm_defaults import serve_batch_defaults
 
     s = base.speculative
