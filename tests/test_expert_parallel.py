@@ -81,3 +81,14 @@ def test_expert_parallel_costs_more_at_batch_1_and_no_more_at_large_batch():
     assert moe_layer_ms(ds, dev, 8, [2048], ep=8)[0] <= moe_layer_ms(ds, dev, 8, [2048])[0]
     # the distinct count (steps.csv experts_touched) is the whole model's either way
     assert moe_layer_ms(ds, dev, 8, [1] * 4, ep=8)[1] == moe_layer_ms(ds, dev, 8, [1] * 4)[1]
+
+
+def test_tune_engine_args_name_the_format_and_expert_parallel_only_when_set():
+    from vidur_specdec.tune.vllm_config import engine_args, serve_command
+
+    plain = load({"model": DS, "device": "h200", "parallel": {"tensor_parallel_size": 8}})
+    assert not {"quantization", "kv_cache_dtype", "enable_expert_parallel"} & set(engine_args(plain))
+    cfg = load({"model": DS, "device": "h200", "kv_cache_dtype": "fp8",
+                "parallel": {"tensor_parallel_size": 8, "enable_expert_parallel": True}})
+    cmd = serve_command(cfg, {"method": "mtp"})
+    assert "--kv-cache-dtype fp8" in cmd and "--enable-expert-parallel --" in cmd
