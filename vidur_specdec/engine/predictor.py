@@ -221,7 +221,13 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
 
             comp = StepComposition.of(batch)
             groups = list(comp.decode_q) + [c for _, c in comp.prefill]
-            cached = moe_layer_ms(self._moe, self._moe_device, self._tp, groups, ep=self._ep)
+            key = tuple(sorted(groups))  # the cost depends on the multiset of group sizes only
+            memo = self.__dict__.setdefault("_moe_memo", {})
+            cached = memo.get(key)
+            if cached is None:
+                if len(memo) >= 65536:  # bounded: steady decode steps repeat, prefill mixes rarely do
+                    memo.clear()
+                cached = memo[key] = moe_layer_ms(self._moe, self._moe_device, self._tp, groups, ep=self._ep)
             batch._specdec_moe = cached
         return cached
 
