@@ -215,7 +215,7 @@ def test_results_page_in_chromium(tmp_path):
     assert "Llama-2-7b-hf" in out["source"] and "300 requests per run" in out["source"]
     assert "acceptance rate is an input" in out["source"].lower()
     # docs/results.html holds every recorded sweep, the reference sweep first (sweeps/results/regenerate.sh)
-    assert out["datasets"] == ["specdec_39", "draft_model", "deployments", "eagle"]
+    assert out["datasets"] == ["specdec_39", "draft_model", "deployments", "eagle", "moe"]
     assert len(out["loads"]) == 3 and len(out["alphas"]) == 2
     # chart: a bracket trace plus one trace per attention assumption, one point per k
     assert len(json.loads(out["chart0"])) == 3

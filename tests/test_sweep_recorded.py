@@ -22,8 +22,9 @@ RECORDED = {
     "draft_model": [37],     # 12 req/s, k = 8, alpha = 0.8, shared_kv
     "deployments": [7, 34],  # n-gram at the top load: Llama-3.1-8B on an H100 (TP 1), Llama-3.1-70B on A100s (TP 8)
     "eagle": [30, 45],       # 12 req/s, k = 3: EAGLE and EAGLE-3
+    "moe": [6, 12],          # one request in flight, n-gram k = 3: Qwen3-30B-A3B and the dense Llama-3.2-3B
 }
-NUM_ROWS = {"specdec_39": 39, "draft_model": 39, "deployments": 36, "eagle": 48}
+NUM_ROWS = {"specdec_39": 39, "draft_model": 39, "deployments": 36, "eagle": 48, "moe": 33}
 STALE = "stale: run sweeps/results/regenerate.sh"
 _RESULTS = {}  # row id -> metrics (baselines are shared between sweeps)
 

@@ -4,13 +4,18 @@
 # Run after any change to the simulator, the profiles or the sweep files (a few minutes on 2 cores):
 #   sweeps/results/regenerate.sh            (PYTHON=/path/to/python to choose the interpreter)
 # tests/test_sweep_recorded.py and tests/test_report.py fail while the recorded files are stale.
-# One results page for all four sweeps (a Sweep selector picks one), in the order below.
+# One results page for all five sweeps (a Sweep selector picks one), in the order below.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
-SWEEPS=(specdec_39 draft_model deployments eagle)
+SWEEPS=(specdec_39 draft_model deployments eagle moe)
+# Each sweep runs in a folder of its own (the output-folder rule refuses sweeps/results, which also holds
+# this script), and its CSV is copied here.
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
 for name in "${SWEEPS[@]}"; do
-  "$PY" -m vidur_specdec.main --config "sweeps/$name.yaml" --output-dir sweeps/results --overwrite
+  "$PY" -m vidur_specdec.main --config "sweeps/$name.yaml" --output-dir "$TMP/$name"
+  cp "$TMP/$name/$name.csv" "sweeps/results/$name.csv"
 done
 CSVS=()
 for name in "${SWEEPS[@]}"; do CSVS+=("sweeps/results/$name.csv"); done

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from vidur_specdec.architectures.spec import ModelError, model_from_dict
+from vidur_specdec.architectures.errors import ModelError
 from vidur_specdec.config import ConfigError
 
 MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM")
@@ -87,7 +87,10 @@ def _quantization(cfg: Mapping, arch: str, where: str) -> str:
 
 
 def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
-    """A MoE :class:`~vidur_specdec.architectures.models.ModelSpec` from its ``config.json``."""
+    """The :class:`~vidur_specdec.architectures.models.ModelSpec` fields of a MoE model's ``config.json``.
+
+    A mapping for :func:`~vidur_specdec.architectures.models.model_from_dict`, which checks and builds it.
+    """
     arch = next(a for a in (cfg.get("architectures") or []) if a in MOE_ARCHITECTURES)
     for key in sorted(EXPERT_KEYS & set(cfg)):
         if key not in _MODELED[arch]:
@@ -134,7 +137,8 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
                  # MLA: every query head attends one shared compressed latent, priced as one KV head
                  num_kv_heads=1, head_dim=nope + rope, kv_lora_rank=_int(cfg, "kv_lora_rank", where),
                  q_lora_rank=_int(cfg, "q_lora_rank", where, default=0, minimum=0), qk_rope_head_dim=rope,
-                 v_head_dim=_int(cfg, "v_head_dim", where))
+                 v_head_dim=_int(cfg, "v_head_dim", where),
+                 mtp_layers=_int(cfg, "num_nextn_predict_layers", where, default=0, minimum=0))
     else:  # GptOssForCausalLM
         k = d["experts_per_token"]
         if "experts_per_token" in cfg and cfg["experts_per_token"] != k:
@@ -148,7 +152,7 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
                  head_dim=_int(cfg, "head_dim", where), expert_bias=True,
                  sliding_window=_int(cfg, "sliding_window", where),
                  sliding_layers=types.count("sliding_attention"))
-    return model_from_dict(d, where)
+    return d
 
 
 # --------------------------------------------------------------------------- counts and bytes

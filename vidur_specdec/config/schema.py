@@ -31,6 +31,8 @@ from vidur_specdec.config.files import apply_overrides, read_yaml
 
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
 TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes the simulator models (one 8-GPU node)
+QUANTIZATIONS = ("fp8", "mxfp4")  # quantization values modelled (null: the checkpoint's own format)
+KV_CACHE_DTYPES = ("auto", "fp8")  # kv_cache_dtype values modelled
 MAX_K = 64  # guesses per request per step (a token tree's node count)
 DEFAULT_ALL_REDUCE = "vllm_custom"  # engine.all_reduce default: vLLM's custom all-reduce (hardware.collectives checks it is registered)
 
@@ -101,6 +103,8 @@ class ParallelConfig:
     # --- tensor parallelism ---
     tensor_parallel_size: int = _f(1, choices=TP_SIZES,
                                    doc="GPUs per replica; must split the model's query heads evenly")
+    enable_expert_parallel: bool = _f(False, doc="vLLM's name: MoE layers expert-parallel over the replica's "
+                                                 "GPUs (EP size = tensor_parallel_size), whole experts per GPU")
 
     # --- replicas ---
     num_replicas: int = _f(1, lo=1, hi=1024, doc="identical replicas behind one global scheduler")
@@ -209,6 +213,14 @@ class RunConfig:
     model: str = _f("meta-llama/Llama-2-7b-hf",
                     doc="known model name, Hugging Face config.json or YAML of ModelSpec fields")
     device: str = _f("a100", doc="a100, h100, h200 or a YAML file of device figures")
+    # vLLM's engine arguments of the same names (vllm/config/model.py quantization; vllm/config/cache.py
+    # kv_cache_dtype, default "auto" = the model's dtype); the values this simulator models.
+    quantization: Optional[str] = _f(None, choices=QUANTIZATIONS,
+                                     doc="weight format: null = the checkpoint's own (gpt-oss mxfp4 experts, "
+                                         "DeepSeek-V3 fp8, else bf16); fp8 (every linear layer, W8A8); "
+                                         "mxfp4 (routed experts, an MXFP4 checkpoint)")
+    kv_cache_dtype: str = _f("auto", choices=KV_CACHE_DTYPES,
+                             doc="KV-cache element: auto = bf16 (2 bytes), fp8 = e4m3 (1 byte)")
     profiles: str = _f("shipped", doc="'shipped' or a directory in Vidur's profile layout")
     workload: WorkloadConfig = _f(WorkloadConfig())
     scheduler: SchedulerConfig = _f(SchedulerConfig())

@@ -1,8 +1,10 @@
 """GPU memory: how many target KV blocks fit beside the weights (and the drafter), per GPU.
 
     usable   = device.memory_bytes · (1 − memory_margin_fraction)              one GPU
-    weights  = 2 B · (layers · params_per_layer(tp) + embedding_params(tp))   target (+ drafter)
+    weights  = 2 B · (layers · params_per_layer(tp) + embedding_params(tp))   target (+ drafter), bf16
+               (fp8 linear layers 1 B, MXFP4 experts 4.25 bits: architectures.moe.weight_bytes)
     per_blk  = block_size · (kv_bytes_per_token(target, tp) + kv_bytes_per_token(drafter, draft_tp))
+               (2 B per KV element; 1 B with kv_cache_dtype fp8)
     blocks   = floor((usable − weights_target − weights_drafter) / per_blk)
 
 With tensor parallelism every GPU of the replica holds 1/tp of the weights
@@ -37,16 +39,19 @@ class NoRoomError(ValueError):
     """The weights (and drafter) leave no room for KV on one GPU; ``plan`` raises it."""
 
 
-def weight_bytes(model: ModelSpec, tp: int = 1) -> int:
+def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1) -> int:
     """Bytes of one GPU's share of the weights: decoder layers + embedding + LM head.
 
     A mixture-of-experts model counts every expert at its checkpoint's format
-    (:func:`vidur_specdec.architectures.moe.weight_bytes`).
+    (:func:`vidur_specdec.architectures.moe.weight_bytes`); with expert parallel
+    ``ep`` > 1 each GPU holds ``num_experts / ep`` whole experts instead of a
+    ``1/tp`` slice of every expert.
     """
     if model.is_moe or model.quantization:
         from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
 
-        return int(moe_weight_bytes(model, tp))
+        per_gpu = model.num_experts / ep if ep > 1 else None
+        return int(moe_weight_bytes(model, tp, experts_per_gpu=per_gpu))
     layers = model.num_layers * model.params_per_layer(tp)
     return DTYPE_BYTES * (layers + model.embedding_params(tp))
 
@@ -75,27 +80,29 @@ class MemoryPlan:
 
 def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
          draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
-         head: tuple = (0, 0)) -> MemoryPlan:
+         head: tuple = (0, 0), ep: int = 1) -> MemoryPlan:
     """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
 
     ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
     ``memory_bytes``. ``draft_tp`` None means ``tp``. ``head`` is (weight bytes,
     KV bytes per token) per GPU of a draft head on the target's GPUs
-    (EAGLE-family, Medusa, MTP): counted with the drafter's. Raises
+    (EAGLE-family, Medusa, MTP): counted with the drafter's. ``ep`` > 1: the
+    target's experts expert-parallel over its ``tp`` GPUs. Raises
     :class:`NoRoomError` when the weights leave no room for a single block.
     """
     dev = get_device(device)
     dtp = tp if draft_tp is None else draft_tp
     usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
-    w_t = weight_bytes(model, tp)
+    w_t = weight_bytes(model, tp, ep)
     w_d = (weight_bytes(draft, dtp) if draft else 0) + int(head[0])
-    kv_t = model.kv_bytes_per_token(tp, DTYPE_BYTES)
-    kv_d = (draft.kv_bytes_per_token(dtp, DTYPE_BYTES) if draft else 0) + int(head[1])
+    kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes)
+    kv_d = (draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])
     free = usable - w_t - w_d
     blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
     if blocks < 1:
         raise NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights "
-                          f"({(w_t + w_d) / GIB:.1f} GiB per GPU at tensor_parallel_size {tp}) leave no room "
+                          f"({(w_t + w_d) / GIB:.1f} GiB per GPU at tensor_parallel_size {tp}"
+                          f"{' with expert parallel' if ep > 1 else ''}) leave no room "
                           f"for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
     return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks))
 

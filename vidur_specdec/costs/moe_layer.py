@@ -26,7 +26,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
 from vidur_specdec.costs import routing
 from vidur_specdec.costs.profiles import params as P
-from vidur_specdec.costs.profiles.builder import filled_device, gemm_ms, stream_ms
+from vidur_specdec.costs.profiles.builder import complete_device_fields, fp8_device, gemm_ms, stream_ms
 
 ACT_BYTES = 2  # bf16 activations
 
@@ -38,37 +38,50 @@ def expert_bytes_per_weight(spec) -> float:
 
 def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
                  zipf_s: float = routing.DEFAULT_ZIPF_S, efficiency: Optional[Mapping] = None,
-                 weight_bytes: Optional[float] = None) -> Tuple[float, float]:
+                 weight_bytes: Optional[float] = None, ep: int = 1) -> Tuple[float, float]:
     """(ms of one MoE layer on one GPU, expected distinct routed experts woken) for the step ``groups``.
 
     ``weight_bytes`` overrides the bytes per expert weight (default: the checkpoint's format).
+    ``ep`` > 1: expert parallel over the ``tp`` GPUs (vLLM's ``enable_expert_parallel``, EP
+    size = TP size): each GPU holds ``E/ep`` whole experts and the step waits for the GPU
+    with the most work (:func:`~vidur_specdec.costs.routing.ep_busiest_rank`: its woken
+    experts and token rows); shared experts stay tensor-parallel. The distinct count
+    returned is the whole model's either way.
     """
     tokens = int(sum(groups))
     if tokens == 0:
         return 0.0, 0.0
     e = P.EFFICIENCY if efficiency is None else efficiency
-    dev = filled_device(device)
+    dev = complete_device_fields(device)
     g, l2 = e["gemm"], e["l2"]
     h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
-    f = spec.expert_ffn_size / tp
     wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
+    if ep > 1:  # whole experts; the busiest GPU's woken experts and rows
+        f = spec.expert_ffn_size
+        woken, rows = routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
+    else:  # every expert split 1/tp wide on every GPU
+        f = spec.expert_ffn_size / tp
+        woken, rows = distinct, tokens * k
+    # fp8 experts and shared experts run W8A8 on the FP8 tensor cores (DeepSeek-V3's block-fp8 fused MoE);
+    # MXFP4 experts on Hopper run W4A16 (OpenAI triton_kernels: bf16 activations), so at the bf16 rate
+    fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
     # router GEMM + top-k / softmax over T x E scores
     ms = float(gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
     ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
     # routed experts: grouped GEMM over the woken experts (gate_up then down, two launches)
-    rows = tokens * k
     flops = 2.0 * rows * 3 * h * f
-    floor = distinct * 2.0 * P.KERNEL["gemm_tile_m"] * 3 * h * f
-    t_compute = max(flops, floor) / (dev["peak_flops"] * g["compute_eff_max"])
-    nbytes = distinct * 3 * h * f * wb + rows * (2 * h + 3 * f) * ACT_BYTES
+    floor = woken * 2.0 * P.KERNEL["gemm_tile_m"] * 3 * h * f
+    t_compute = max(flops, floor) / (fdev["peak_flops"] * g["compute_eff_max"])
+    nbytes = woken * 3 * h * f * wb + rows * (2 * h + 3 * f) * ACT_BYTES
     t_memory = nbytes / (dev["mem_bw"] * g["mem_eff"])
     pw = g["overlap_exp"]
     ms += (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
     ms += float(stream_ms(3.0 * rows * f * ACT_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
     if spec.shared_ffn_size:
         sf = spec.shared_ffn_size / tp
-        sb = 1 if spec.quantization == "fp8" else ACT_BYTES
-        ms += float(gemm_ms(tokens, h, 2 * sf, dev, g, sb)) + float(gemm_ms(tokens, sf, h, dev, g, sb))
+        sb = 1 if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
+        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, ACT_BYTES, weight_b=sb))
+               + float(gemm_ms(tokens, sf, h, fdev, g, ACT_BYTES, weight_b=sb)))
         ms += float(stream_ms(3.0 * tokens * sf * ACT_BYTES, dev, e["mlp_act"], l2))
     return ms, distinct

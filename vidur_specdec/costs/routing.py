@@ -198,6 +198,46 @@ def ep_rank_loads(groups: Sequence[int], num_experts: int, top_k: int, ep: int,
     return np.bincount(owner, woken, ep), np.bincount(owner, rows, ep)
 
 
+def ep_busiest_rank(groups: Sequence[int], num_experts: int, top_k: int, ep: int,
+                    rho: float = DEFAULT_RHO, zipf_s: float = DEFAULT_ZIPF_S,
+                    placement: str = "contiguous") -> Tuple[float, float]:
+    """(distinct experts woken, token rows) on the busiest of ``ep`` expert-parallel GPUs, expected.
+
+    Per rank, :func:`ep_rank_loads` gives the expected experts woken and rows; the
+    busiest rank is estimated by the same Gaussian extreme-value bound as the
+    busiest expert: ``mean + sd sqrt(2 ln ep)`` over ranks, capped at what a rank
+    can hold (its ``E/ep`` experts; every row of the step ``top_k`` times at most,
+    one per expert it owns). Woken experts are independent Bernoullis per
+    expert; row counts add the per-expert variances (the negative correlation of
+    one token's top-k picks is left out: the spread errs high). ``placement``
+    ``contiguous`` is vLLM's default ``linear`` expert placement (GPU r holds
+    experts ``[r E/ep, (r+1) E/ep)``); with ``zipf_s`` 0 placement does not matter.
+    """
+    if ep <= 1:
+        r = step_routing(groups, num_experts, top_k, rho, zipf_s)
+        return r.expected_distinct, float(r.tokens * top_k)
+    _check(num_experts, top_k, rho, zipf_s)
+    if num_experts % ep:
+        raise ValueError(f"ep={ep} must divide num_experts={num_experts}")
+    n = _group_sizes(groups)
+    if n.size == 0:
+        return 0.0, 0.0
+    p, a, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
+    woken = -np.expm1(_log_not_woken(n, p, b))
+    rows = n.sum() * p
+    owner = (np.arange(num_experts) // (num_experts // ep) if placement == "contiguous"
+             else np.arange(num_experts) % ep)
+    z = math.sqrt(2.0 * math.log(ep))
+    w_mean = np.bincount(owner, woken, ep)
+    w_sd = np.sqrt(np.bincount(owner, woken * (1.0 - woken), ep))
+    r_mean = np.bincount(owner, rows, ep)
+    r_sd = np.sqrt(np.bincount(owner, _group_var(n, p, a, b), ep))
+    per_rank = num_experts // ep
+    busiest_w = float(np.max(np.minimum(per_rank, w_mean + z * w_sd)))
+    busiest_r = float(np.max(np.minimum(float(n.sum()) * min(top_k, per_rank), r_mean + z * r_sd)))
+    return busiest_w, busiest_r
+
+
 def fit_rho(n_tokens: int, distinct: float, num_experts: int, top_k: int, zipf_s: float = 0.0) -> float:
     """rho at which one request's block of ``n_tokens`` wakes ``distinct`` experts (bisection)."""
     lo, hi = 0.0, 1.0

@@ -24,14 +24,60 @@ from vidur_specdec.hardware.devices import DeviceSpec, get_device
 from vidur_specdec.costs.profiles.on_demand import ProfileChoice, choose_profile
 
 
+def with_formats(model: ModelSpec, cfg: RunConfig) -> ModelSpec:
+    """``model`` at the run's ``quantization`` and ``kv_cache_dtype`` (vLLM's engine arguments).
+
+    ``quantization`` null keeps the checkpoint's own format; ``fp8`` on a bf16
+    checkpoint is vLLM's online (dynamic) fp8 of every linear layer; a value
+    that differs from a quantized checkpoint's own is refused, as vLLM refuses
+    it (``ModelConfig._verify_quantization``); ``mxfp4`` needs an MXFP4
+    checkpoint (gpt-oss). ``kv_cache_dtype`` fp8 stores K and V in one byte.
+    """
+    q = cfg.quantization
+    if q is not None and q != model.quantization:
+        if model.quantization:
+            raise ConfigError(f"quantization: {q} differs from {model.name}'s checkpoint format "
+                              f"{model.quantization}; allowed: null or {model.quantization}")
+        if q == "mxfp4":
+            raise ConfigError(f"quantization: mxfp4 needs an MXFP4 checkpoint (gpt-oss); {model.name} is bf16; "
+                              "allowed: null or fp8")
+        model = dataclasses.replace(model, quantization=q)
+    if cfg.kv_cache_dtype == "fp8" and model.kv_cache_dtype != "fp8":
+        model = dataclasses.replace(model, kv_cache_dtype="fp8")
+    return model
+
+
 def resolved_model(cfg: RunConfig) -> ModelSpec:
-    """The target's :class:`ModelSpec` (``model:`` is a known name or a file); :class:`ConfigError` if bad."""
-    return resolve_model(cfg.model, "model")
+    """The target's :class:`ModelSpec` (``model:`` is a known name or a file) at the run's weight and KV
+    formats (:func:`with_formats`); :class:`ConfigError` if bad."""
+    return with_formats(resolve_model(cfg.model, "model"), cfg)
 
 
 def resolved_draft_model(cfg: RunConfig) -> ModelSpec:
-    """The drafter's :class:`ModelSpec` (``speculative.draft_model``); :class:`ConfigError` if bad."""
-    return resolve_model(cfg.speculative.draft_model, "speculative.draft_model")
+    """The drafter's :class:`ModelSpec` (``speculative.draft_model``); :class:`ConfigError` if bad.
+
+    Its weights keep their own format; its KV cache takes the target's
+    ``kv_cache_dtype`` (vLLM: the draft inherits it, vllm/config/speculative.py).
+    """
+    draft = resolve_model(cfg.speculative.draft_model, "speculative.draft_model")
+    if cfg.kv_cache_dtype == "fp8":
+        draft = dataclasses.replace(draft, kv_cache_dtype="fp8")
+    return draft
+
+
+def check_formats(model: ModelSpec, device: DeviceSpec) -> None:
+    """Refuse, in one line, a weight or KV format the device has no path for in this simulator."""
+    if device.fp8_flops:
+        return
+    if model.quantization == "fp8":
+        # FP8 (e4m3) tensor cores start with Ada/Hopper (compute capability 8.9+, vLLM's supports_fp8);
+        # vLLM would fall back to Marlin weight-only fp8 on an A100, which is not modelled
+        raise ConfigError(f"quantization: fp8 weights ({model.name}) need FP8 tensor cores, which {device.name} "
+                          "lacks; use h100 or h200")
+    if model.kv_cache_dtype == "fp8":
+        # vLLM's FlashAttention backend stores fp8 KV only on SM90+ (vllm/v1/attention/backends/fa_utils.py)
+        raise ConfigError(f"kv_cache_dtype: fp8 needs an FP8-capable GPU for FlashAttention's fp8 KV path, "
+                          f"which {device.name} is not; allowed on it: auto")
 
 
 def resolved_device(cfg: RunConfig):
@@ -58,11 +104,14 @@ def check(cfg: RunConfig):
     """
     model = resolved_model(cfg)
     device = resolved_device(cfg)
-    if model.quantization == "fp8" and device.name == "a100":
-        # FP8 (e4m3) tensor cores start with Hopper (compute capability 8.9+); vLLM serves fp8 checkpoints there
-        raise ConfigError(f"device: {model.name}'s checkpoint is fp8, which an a100 has no FP8 tensor cores for; "
-                          "use h100 or h200")
+    check_formats(model, device)
     tp = cfg.parallel.tensor_parallel_size
+    if cfg.parallel.enable_expert_parallel:
+        if not model.is_moe:
+            raise ConfigError(f"parallel.enable_expert_parallel: {model.name} has no experts; allowed: false")
+        if model.num_experts % tp:
+            raise ConfigError(f"parallel.enable_expert_parallel: {model.num_experts} experts do not split over "
+                              f"parallel.tensor_parallel_size {tp} GPUs evenly")
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)
     draft = resolved_draft_model(cfg)  # a bad name is refused whatever the method
@@ -96,6 +145,7 @@ class Deployment:
     tp: int  # GPUs per replica (target)
     draft: Optional[ModelSpec] = None
     draft_tp: int = 1  # the drafter's tensor-parallel size (vLLM: 1 or the target's)
+    ep: int = 1  # expert-parallel size of the target's MoE layers (vLLM: the TP size when enabled, else 1)
 
     def vidur_device_sku(self) -> str:
         """The Vidur device SKU for Vidur's ``ReplicaConfig`` bookkeeping only.
@@ -113,7 +163,17 @@ def resolve(cfg: RunConfig) -> Deployment:
     device = resolved_device(cfg)
     s = cfg.speculative
     draft = resolved_draft_model(cfg) if (s.enabled and s.method == "draft_model") else None
-    return Deployment(model, device, cfg.parallel.tensor_parallel_size, draft, draft_tp(cfg) if draft else 1)
+    tp = cfg.parallel.tensor_parallel_size
+    return Deployment(model, device, tp, draft, draft_tp(cfg) if draft else 1, ep_size(cfg, model, tp))
+
+
+def ep_size(cfg: RunConfig, model: ModelSpec, tp: int) -> int:
+    """Expert-parallel size: ``tp`` when ``parallel.enable_expert_parallel`` is on an MoE model, else 1.
+
+    vLLM (vllm/model_executor/layers/fused_moe/config.py): ``ep_size = dp x pcp x tp``
+    with data parallel 1 here, and ``use_ep`` only when that exceeds 1.
+    """
+    return tp if (cfg.parallel.enable_expert_parallel and model.is_moe and tp > 1) else 1
 
 
 def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, ProfileChoice]:
@@ -188,27 +248,71 @@ def longest_request_tokens(cfg: RunConfig, specs: Optional[List] = None) -> int:
     return max(s.prompt_tokens + s.output_tokens for s in specs) + k
 
 
-def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (0, 0)) -> memory.MemoryPlan:
-    return memory.plan(dep.model, dep.device, cfg.scheduler.block_size, cfg.scheduler.memory_margin_fraction,
-                       draft=dep.draft, tp=tp, draft_tp=dtp, head=head)
+def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (0, 0),
+             ep: Optional[int] = None, device: Optional[DeviceSpec] = None) -> memory.MemoryPlan:
+    ep = dep.ep if ep is None else ep
+    return memory.plan(dep.model, device or dep.device, cfg.scheduler.block_size,
+                       cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep)
+
+
+def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple = (0, 0),
+                  device: Optional[DeviceSpec] = None, above: int = 0) -> Optional[tuple]:
+    """Smallest (TP, EP) above TP ``above`` at which the weights leave ``need_blocks`` KV blocks per GPU.
+
+    At each TP the run's own expert-parallel choice is tried first, then (an MoE
+    model) the other one. None when no TP of :data:`TP_SIZES` fits.
+    """
+    explicit_one = cfg.speculative.draft_tensor_parallel_size == 1  # stays 1 at any target TP (vLLM)
+    for t in TP_SIZES:
+        if t <= above or not tp_fits(dep.model, t):
+            continue
+        dtp = 1 if explicit_one else t
+        if dep.draft is not None and not tp_fits(dep.draft, dtp):
+            continue
+        eps = [t if cfg.parallel.enable_expert_parallel else 1]
+        if dep.model.is_moe and t > 1 and not dep.model.num_experts % t:
+            eps.append(1 if eps[0] > 1 else t)
+        for e in eps if t > 1 else [1]:
+            try:
+                if _plan_at(cfg, dep, t, dtp, head, ep=e, device=device).num_blocks >= need_blocks:
+                    return t, e
+            except NoRoomError:
+                continue
+    return None
 
 
 def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, need_blocks: int,
                            head: tuple = (0, 0)) -> Optional[int]:
     """Smallest TP above ``dep.tp`` at which the weights leave ``need_blocks`` KV blocks per GPU, or None."""
-    explicit_one = cfg.speculative.draft_tensor_parallel_size == 1  # stays 1 at any target TP (vLLM)
-    for t in TP_SIZES:
-        if t <= dep.tp or not tp_fits(dep.model, t):
-            continue
-        dtp = 1 if explicit_one else t
-        if dep.draft is not None and not tp_fits(dep.draft, dtp):
+    fit = _smallest_fit(cfg, dep, need_blocks, head, above=dep.tp)
+    return fit[0] if fit else None
+
+
+def _remedy(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple) -> str:
+    """What to change so the model fits: the smallest TP (with EP when that is what fits), or a larger device."""
+    fit = _smallest_fit(cfg, dep, need_blocks, head, above=dep.tp)
+    ep_on = "parallel.enable_expert_parallel=true"
+    if fit:
+        t, e = fit
+        with_ep = f" with {ep_on}" if e > 1 and not cfg.parallel.enable_expert_parallel else ""
+        return f"needs parallel.tensor_parallel_size >= {t}{with_ep}"
+    from vidur_specdec.hardware.devices import BUILTIN
+
+    for d in sorted(BUILTIN.values(), key=lambda d: d.memory_bytes):
+        if d.memory_bytes <= dep.device.memory_bytes or d.name == dep.device.name:
             continue
         try:
-            if _plan_at(cfg, dep, t, dtp, head).num_blocks >= need_blocks:
-                return t
-        except NoRoomError:
+            check_formats(dep.model, d)
+        except ConfigError:
             continue
-    return None
+        fit = _smallest_fit(cfg, dep, need_blocks, head, device=d)
+        if fit:
+            t, e = fit
+            return (f"does not fit on {dep.device.name} at any parallel.tensor_parallel_size "
+                    f"({', '.join(map(str, TP_SIZES))}); fits with device={d.name} and "
+                    f"parallel.tensor_parallel_size={t}" + (f" and {ep_on}" if e > 1 else ""))
+    return (f"does not fit at any parallel.tensor_parallel_size ({', '.join(map(str, TP_SIZES))}); "
+            "lower scheduler.memory_margin_fraction or use a larger device")
 
 
 def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_index: int,
@@ -225,11 +329,7 @@ def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_ind
     try:
         mem = _plan_at(cfg, dep, dep.tp, dep.draft_tp, head)
     except NoRoomError as e:
-        t = _smallest_tp_that_fits(cfg, dep, need, head)
-        fix = (f"needs parallel.tensor_parallel_size >= {t}" if t else
-               f"does not fit at any parallel.tensor_parallel_size ({', '.join(map(str, TP_SIZES))}); "
-               "lower scheduler.memory_margin_fraction or use a larger device")
-        raise ConfigError(f"parallel.tensor_parallel_size: {e}; {fix}") from None
+        raise ConfigError(f"parallel.tensor_parallel_size: {e}; {_remedy(cfg, dep, need, head)}") from None
     if sch.num_blocks is not None:
         mem = dataclasses.replace(mem, num_blocks=sch.num_blocks)
     elif mem.num_blocks < need:

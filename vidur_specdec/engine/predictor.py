@@ -156,6 +156,7 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     tensor_parallel_size: int = 1
     step_overheads: object = None
     all_reduce: str = DEFAULT_ALL_REDUCE  # engine.all_reduce: a key of collectives.ALL_REDUCE_MODELS
+    expert_parallel_size: int = 1  # MoE layers expert-parallel over this many of the replica's GPUs (1: TP-split)
 
     @staticmethod
     def get_type():
@@ -186,6 +187,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             dev = self._device or get_device(getattr(replica_config, "device", None) or "a100")
             self._moe_device = dev.builder_fields()
             self._dense_share = spec.dense_layers / spec.num_layers  # layers whose MLP is the profile's
+            self._ep = int(predictor_config.expert_parallel_size or 1)
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
@@ -219,7 +221,13 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
 
             comp = StepComposition.of(batch)
             groups = list(comp.decode_q) + [c for _, c in comp.prefill]
-            cached = moe_layer_ms(self._moe, self._moe_device, self._tp, groups)
+            key = tuple(sorted(groups))  # the cost depends on the multiset of group sizes only
+            memo = self.__dict__.setdefault("_moe_memo", {})
+            cached = memo.get(key)
+            if cached is None:
+                if len(memo) >= 65536:  # bounded: steady decode steps repeat, prefill mixes rarely do
+                    memo.clear()
+                cached = memo[key] = moe_layer_ms(self._moe, self._moe_device, self._tp, groups, ep=self._ep)
             batch._specdec_moe = cached
         return cached
 

@@ -273,6 +273,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         tensor_parallel_size=dep.tp,
         step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp),
         all_reduce=cfg.engine.all_reduce,
+        expert_parallel_size=dep.ep,
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
@@ -370,6 +371,7 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "num_replicas": p.cfg.parallel.num_replicas,
         "global_scheduler": p.cfg.parallel.global_scheduler,
         "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size,
+        **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }

@@ -13,6 +13,7 @@ them from here. ``device:`` in a run config is a built-in name (``a100``,
     nvlink_bandwidth: 64e9    # bytes/s per GPU, both directions together (PCIe here)
     sms: 142                  # optional: streaming multiprocessors (default: A100's 108)
     l2_bytes: 96e6            # optional: L2 size (default: A100's 40 MiB)
+    fp8_flops: 733e12         # optional: dense FP8 tensor-core FLOP/s (default 0: no FP8)
 
 Units: bytes, bytes/s, FLOP/s.
 """
@@ -44,11 +45,19 @@ class DeviceSpec:
     nvlink_bandwidth: float  # bytes/s per GPU, both directions together, as spec sheets quote it
     sms: int = 108
     l2_bytes: int = 40 * MIB
+    fp8_flops: float = 0.0  # dense FP8 (e4m3) tensor-core FLOP/s; 0 = the GPU has no FP8 tensor cores
 
     def builder_fields(self) -> Dict:
-        """The mapping the analytical profile builder reads (its historical key names)."""
-        return {"peak_flops": self.bf16_flops, "mem_bw": self.hbm_bandwidth, "mem_bytes": self.memory_bytes,
-                "sms": self.sms, "l2_bytes": self.l2_bytes}
+        """The mapping the analytical profile builder reads (its historical key names).
+
+        ``fp8_flops`` is added only when the device has an FP8 rate, so a device
+        without one keeps the mapping (and built-profile keys) it always had.
+        """
+        d = {"peak_flops": self.bf16_flops, "mem_bw": self.hbm_bandwidth, "mem_bytes": self.memory_bytes,
+             "sms": self.sms, "l2_bytes": self.l2_bytes}
+        if self.fp8_flops:
+            d["fp8_flops"] = self.fp8_flops
+        return d
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -59,12 +68,15 @@ class DeviceSpec:
 # sold as "141 GB"). Compute and HBM: NVIDIA's A100 / H100 / H200 datasheets (dense BF16;
 # A100 80GB SXM HBM2e 2,039 GB/s; H100 SXM5 HBM3 3.35 TB/s; H200 SXM HBM3e 4.8 TB/s).
 # NVLink: A100 NVLink3 600 GB/s, H100/H200 NVLink4 900 GB/s per GPU (both directions).
+# FP8: NVIDIA H100 SXM5 and H200 SXM datasheets quote 3,958 TFLOPS FP8 tensor core "with
+# sparsity", i.e. 1,979 TFLOPS dense (twice their dense BF16 989); the A100 (Ampere, SM80) has
+# no FP8 tensor cores (fp8_flops 0).
 BUILTIN: Dict[str, DeviceSpec] = {
     d.name: d
     for d in (
         DeviceSpec("a100", 80 * GIB, 2039e9, 312e12, 600e9, sms=108, l2_bytes=40 * MIB),
-        DeviceSpec("h100", 81559 * MIB, 3350e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB),
-        DeviceSpec("h200", 143771 * MIB, 4800e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB),
+        DeviceSpec("h100", 81559 * MIB, 3350e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB, fp8_flops=1979e12),
+        DeviceSpec("h200", 143771 * MIB, 4800e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB, fp8_flops=1979e12),
     )
 }
 
@@ -91,7 +103,7 @@ def from_mapping(data: Mapping, where: str = "device") -> DeviceSpec:
             v = float(v)
         except (TypeError, ValueError):
             raise DeviceError(f"{where}: {f.name} must be a positive number, got {data[f.name]!r}") from None
-        if not v > 0 or v != v or v == float("inf"):
+        if not (v > 0 or (v == 0 and f.name == "fp8_flops")) or v != v or v == float("inf"):
             raise DeviceError(f"{where}: {f.name} must be a positive number, got {data[f.name]!r}")
         out[f.name] = int(v) if f.type in (int, "int") else v
     return DeviceSpec(**out)

@@ -144,16 +144,18 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 # The vLLM-named scheduler keys repeat their aliases' resolved values (vidur_specdec/config/vllm_defaults.py).
 NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
                 "scheduler.gpu_memory_utilization")
-NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None}
+NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
+           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False}
 
 
 def identity(cfg: RunConfig) -> Dict:
     """The resolved config a row id is the hash of: ``cfg`` without :data:`NOT_IDENTITY` keys."""
     d = cfg.to_dict()
     for key, neutral in NEUTRAL.items():  # newer keys at their neutral value leave older row ids as they were
-        section, name = key.split(".")
-        if d.get(section, {}).get(name, neutral) == neutral:
-            d.get(section, {}).pop(name, None)
+        *path, name = key.split(".")
+        node = d.get(path[0], {}) if path else d
+        if node.get(name, neutral) == neutral:
+            node.pop(name, None)
     for key in NOT_IDENTITY:
         *path, last = key.split(".")
         node = d

@@ -70,9 +70,17 @@ def speculative_config(base, sched) -> Dict[str, Any]:
 def engine_args(base) -> Dict[str, Any]:
     """The engine keys the tune simulated, to pass beside the speculative_config."""
     sc = base.scheduler
-    return {"max_num_batched_tokens": sc.max_num_batched_tokens, "max_num_seqs": sc.max_num_seqs,
-            "gpu_memory_utilization": sc.gpu_memory_utilization, "block_size": sc.block_size,
-            "tensor_parallel_size": base.parallel.tensor_parallel_size}
+    out = {"max_num_batched_tokens": sc.max_num_batched_tokens, "max_num_seqs": sc.max_num_seqs,
+           "gpu_memory_utilization": sc.gpu_memory_utilization, "block_size": sc.block_size,
+           "tensor_parallel_size": base.parallel.tensor_parallel_size}
+    # vLLM's weight/KV format and expert-parallel arguments, only when set away from vLLM's defaults
+    if base.quantization is not None:
+        out["quantization"] = base.quantization
+    if base.kv_cache_dtype != "auto":
+        out["kv_cache_dtype"] = base.kv_cache_dtype
+    if base.parallel.enable_expert_parallel:
+        out["enable_expert_parallel"] = True
+    return out
 
 
 def serve_command(base, spec_cfg: Dict[str, Any]) -> str:
@@ -80,7 +88,7 @@ def serve_command(base, spec_cfg: Dict[str, Any]) -> str:
     import json
 
     e = engine_args(base)
-    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in e.items())
+    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in e.items())
     return f"vllm serve {base.model} {flags} --speculative-config '{json.dumps(spec_cfg, separators=(',', ':'))}'"
 
 

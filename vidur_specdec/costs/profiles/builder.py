@@ -116,7 +116,7 @@ def _shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:
     return spec.hidden_size, spec.head_dim, q_heads, kv_heads, spec.ffn_size // tp
 
 
-def filled_device(device: Mapping) -> Mapping:
+def complete_device_fields(device: Mapping) -> Mapping:
     """``device`` with ``sms`` and ``l2_bytes`` filled in (A100 values) when a custom mapping lacks them."""
     if "sms" in device and "l2_bytes" in device:
         return device
@@ -145,8 +145,12 @@ def stream_ms(nbytes, device: Mapping, op: Mapping, l2: Mapping, tokens=None, to
     return t * 1e3 + op["launch_ms"]
 
 
-def gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
+def gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int, weight_b: Optional[float] = None):
     """[tokens x k] x [k x n] GEMM (2*t*k*n FLOPs; reads input and weights, writes output).
+
+    ``b`` bytes per element; ``weight_b`` bytes per weight when the weights are in
+    another format (None: ``b``). ``device["peak_flops"]`` is the rate the GEMM
+    runs at (the caller passes the FP8 rate for an fp8 GEMM, :func:`fp8_device`).
 
     Compute time blends the ideal time with the wave-quantised one (whole waves of
     ``sms`` output tiles of ``gemm_tile_m x gemm_tile_n``); it is combined with the
@@ -156,7 +160,10 @@ def gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
     peak, sms = device["peak_flops"], device["sms"]
     tm, tn = P.KERNEL["gemm_tile_m"], P.KERNEL["gemm_tile_n"]
     flops = 2.0 * t * k * n
-    nbytes = b * (t * k + float(k) * n + t * n)
+    if weight_b is None:
+        nbytes = b * (t * k + float(k) * n + t * n)
+    else:  # weights at their own format (fp8: 1 byte), activations in and out at b
+        nbytes = b * (t * k + t * n) + weight_b * float(k) * n
     waves = np.ceil(np.ceil(t / tm) * math.ceil(n / tn) / sms)
     t_flat = flops / (peak * e["compute_eff_max"])
     t_wave = waves * (2.0 * tm * tn * k * sms) / (peak * e["compute_eff_max"])
@@ -165,6 +172,13 @@ def gemm_ms(tokens, k: int, n: int, device: Mapping, e: Mapping, b: int):
     t_memory = nbytes / (device["mem_bw"] * e["mem_eff"])
     pw = e["overlap_exp"]
     return (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + e["launch_ms"]
+
+
+def fp8_device(device: Mapping) -> Mapping:
+    """``device`` with ``peak_flops`` at its FP8 tensor-core rate (``fp8_flops``); unchanged when it has none."""
+    if not device.get("fp8_flops"):
+        return device
+    return {**device, "peak_flops": device["fp8_flops"]}
 
 
 def mlp_op_times(
@@ -176,7 +190,7 @@ def mlp_op_times(
 ) -> Dict[str, np.ndarray]:
     """Per-layer time in ms of every mlp.csv op for each entry of ``num_tokens``."""
     e = P.EFFICIENCY if efficiency is None else efficiency
-    device = filled_device(device)
+    device = complete_device_fields(device)
     b = P.DTYPE_BYTES
     h, hd, qh, kvh, ffn = _shard(spec, tp)
     t = np.asarray(num_tokens, dtype=float)
@@ -184,29 +198,40 @@ def mlp_op_times(
     g, l2, blk = e["gemm"], e["l2"], e["token_block"]
     em = e["emb"]
     norm_tok = 2 * h * b  # bytes one token's block moves (read x, write y)
+    if getattr(spec, "quantization", "") == "fp8":
+        # W8A8 fp8 projections (vLLM's fp8 linear method on Hopper): weights 1 byte, FP8 tensor-core rate;
+        # activations are read and written in bf16 (the per-token fp8 cast is left out)
+        fdev = fp8_device(device)
+
+        def lin(tok, k, n):
+            return gemm_ms(tok, k, n, fdev, g, b, weight_b=1)
+    else:
+        def lin(tok, k, n):
+            return gemm_ms(tok, k, n, device, g, b)
     return {
         # vocab-parallel lookup: write T x hidden, read the rows held by this GPU's
         # shard (a share of them), read 8-byte ids
         "emb": stream_ms(act * (1.0 + em["shard_read"] / tp) + 8 * t, device, em, l2),
         # read x, write y, read the weight vector (not sharded by tp); one block per token
         "input_layernorm": stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
-        "attn_pre_proj": gemm_ms(t, h, (qh + 2 * kvh) * hd, device, g, b),
+        "attn_pre_proj": lin(t, h, (qh + 2 * kvh) * hd),
         # rotate q and k in place: read + write; one block per token
         "attn_rope": stream_ms(
             2 * t * (qh + kvh) * hd * b, device, e["attn_rope"], l2, t, 2 * (qh + kvh) * hd * b, blk
         ),
-        "attn_post_proj": gemm_ms(t, qh * hd, h, device, g, b),
+        "attn_post_proj": lin(t, qh * hd, h),
         "post_attention_layernorm": stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
-        "mlp_up_proj": gemm_ms(t, h, 2 * ffn, device, g, b),
+        "mlp_up_proj": lin(t, h, 2 * ffn),
         # read gate and up, write their product; one block per token
         "mlp_act": stream_ms(3 * t * ffn * b, device, e["mlp_act"], l2, t, 3 * ffn * b, blk),
-        "mlp_down_proj": gemm_ms(t, ffn, h, device, g, b),
+        "mlp_down_proj": lin(t, ffn, h),
         # residual add: read two, write one (not sharded by tp); a flat elementwise kernel
         "add": stream_ms(3 * act, device, e["add"], l2),
     }
 
 
-def decode_attention_ms(bs, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, d: Mapping):
+def decode_attention_ms(bs, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, d: Mapping,
+                        kv_b: Optional[int] = None):
     """FlashAttention-2 decode of ``bs`` requests with ``kv`` cached tokens each.
 
     One thread block per (request, KV head) -- the query heads of a GQA group share
@@ -219,7 +244,10 @@ def decode_attention_ms(bs, kv, q_heads: int, kv_heads: int, head_dim: int, devi
     bs = np.asarray(bs, dtype=float)
     kv = np.asarray(kv, dtype=float)
     b = P.DTYPE_BYTES
-    nbytes = b * bs * head_dim * (2.0 * kv * kv_heads + 2.0 * q_heads)  # K/V of the context; q in, out
+    if kv_b is None:
+        nbytes = b * bs * head_dim * (2.0 * kv * kv_heads + 2.0 * q_heads)  # K/V of the context; q in, out
+    else:  # K/V at the cache's element size (fp8: 1 byte); q and out bf16
+        nbytes = bs * head_dim * (kv_b * 2.0 * kv * kv_heads + b * 2.0 * q_heads)
     t_bytes = nbytes / (device["mem_bw"] * d["mem_eff"]) * 1e3
     slots = device["sms"] * P.KERNEL["decode_ctas_per_sm"]
     blocks = np.maximum(bs * kv_heads, 1e-9)
@@ -230,7 +258,8 @@ def decode_attention_ms(bs, kv, q_heads: int, kv_heads: int, head_dim: int, devi
     return np.where(x < P.KERNEL["decode_split_threshold"], split, whole) + d["launch_ms"]
 
 
-def prefill_attention_ms(chunk, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, p: Mapping):
+def prefill_attention_ms(chunk, kv, q_heads: int, kv_heads: int, head_dim: int, device: Mapping, p: Mapping,
+                         kv_b: Optional[int] = None):
     """FlashAttention-2 prefill of one ``chunk``-token piece after ``kv`` cached tokens.
 
     FLOPs ``4 d q c (context_cost K + causal_fraction c)``; the reached share of peak
@@ -245,7 +274,10 @@ def prefill_attention_ms(chunk, kv, q_heads: int, kv_heads: int, head_dim: int, 
     n = c * q_heads / P.KERNEL["prefill_ref_heads"]
     eff = p["compute_eff_max"] * n / (n + p["compute_half"])
     t_compute = flops / (device["peak_flops"] * eff)
-    nbytes = b * head_dim * (2.0 * c * q_heads + 2.0 * (kv + c) * kv_heads)  # q in, out; K/V of kv + chunk
+    if kv_b is None:
+        nbytes = b * head_dim * (2.0 * c * q_heads + 2.0 * (kv + c) * kv_heads)  # q in, out; K/V of kv + chunk
+    else:  # K/V at the cache's element size; FLOPs stay at the bf16 rate
+        nbytes = head_dim * (b * 2.0 * c * q_heads + kv_b * 2.0 * (kv + c) * kv_heads)
     t_memory = nbytes / (device["mem_bw"] * p["mem_eff"])
     return np.maximum(t_compute, t_memory) * 1e3 + p["kv_write_ms"] * c * kv_heads + p["launch_ms"]
 
@@ -265,7 +297,7 @@ def attention_op_times(
     ignored): ``attn_decode`` is NaN there, and ``attn_prefill`` is NaN on decode rows.
     """
     e = P.EFFICIENCY if efficiency is None else efficiency
-    device = filled_device(device)
+    device = complete_device_fields(device)
     b = P.DTYPE_BYTES
     _, hd, qh, kvh, _ = _shard(spec, tp)
     bs, kv, chunk = np.broadcast_arrays(
@@ -274,9 +306,10 @@ def attention_op_times(
         np.asarray(prefill_chunk_size, dtype=float),
     )
     is_prefill = chunk > 0
-    decode = decode_attention_ms(np.where(is_prefill, 1.0, bs), kv, qh, kvh, hd, device, e["attn_decode"])
+    kv_b = 1 if getattr(spec, "kv_cache_dtype", "") == "fp8" else None  # None: bf16, the historical formula
+    decode = decode_attention_ms(np.where(is_prefill, 1.0, bs), kv, qh, kvh, hd, device, e["attn_decode"], kv_b)
     c = np.where(is_prefill, chunk, 1.0)  # avoid 0/0 on decode rows (masked below)
-    prefill = prefill_attention_ms(c, kv, qh, kvh, hd, device, e["attn_prefill"])
+    prefill = prefill_attention_ms(c, kv, qh, kvh, hd, device, e["attn_prefill"], kv_b)
 
     tokens = np.where(is_prefill, chunk, bs)
     out_reshape = stream_ms(2.0 * tokens * qh * hd * b, device, e["attn_output_reshape"], e["l2"])

@@ -54,9 +54,50 @@ class EagleProposer(Proposer):
         from vidur_specdec.speculation.proposers import heads
         from vidur_specdec.speculation.tree import parse_tree
 
-        head = heads.resolve(cfg, cls.name, _target_spec(cfg, context))
+        target = _target_spec(cfg, context)
+        head = heads.resolve(cfg, cls.name, target)
         tree = parse_tree(cfg.speculative.speculative_token_tree)
-        return cls(head, target_time, verify_cost.build(cfg.speculative), tree.levels if tree else None)
+        p = cls(head, target_time, verify_cost.build(cfg.speculative), tree.levels if tree else None)
+        p.target_spec = target
+        dep = context.get("deployment")
+        p.ep = getattr(dep, "ep", 1) or 1
+        return p
+
+    target_spec = None  # the target's ModelSpec (set by from_config)
+    ep = 1  # the target's expert-parallel size
+
+    def _own_mlp(self) -> bool:
+        """True for a dense head on an MoE target: the target's profile MLP ops are its experts', not the head's."""
+        t = self.target_spec
+        return t is not None and t.is_moe and not self.head.moe
+
+    def mlp_ms(self, n: int, device, tp: int) -> float:
+        """The head's own dense gated MLP over ``n`` tokens (ms): gate_up, SiLU·up, down at its width / tp.
+
+        Priced by the profile builder's roofline for a one-layer model of the head's shape (cached by n).
+        """
+        cache = self.__dict__.setdefault("_mlp_cache", {})
+        if n not in cache:
+            from vidur_specdec.architectures.models import ModelSpec
+            from vidur_specdec.costs.profiles.builder import mlp_op_times
+
+            h = self.head
+            spec = ModelSpec(h.name, 1, h.hidden_size, h.num_heads, h.num_kv_heads, h.ffn_size, h.vocab_size,
+                             head_dim=h.head_dim)
+            ops = mlp_op_times(spec, device.builder_fields(), tp, [n])
+            cache[n] = float(sum(ops[k][0] for k in ("mlp_up_proj", "mlp_act", "mlp_down_proj")))
+        return cache[n]
+
+    def target_mlp_ms(self, n: int) -> float:
+        """The target profile's MLP ops over ``n`` tokens (ms), the part a head with its own MLP replaces."""
+        m = self.target_time
+        return sum(m.linear_ms(op, n) for op in ("mlp_up_proj", "mlp_act", "mlp_down_proj"))
+
+    def layer_mlp_ms(self, p, device, tp: int) -> float:
+        """What replaces the target profile's MLP ops in one head layer of pass ``p`` (0 when nothing does)."""
+        if not self._own_mlp():
+            return 0.0
+        return self.mlp_ms(p.tokens, device, tp) - self.target_mlp_ms(p.tokens)
 
     @classmethod
     def weights_name(cls, cfg, target):
@@ -86,7 +127,7 @@ class EagleProposer(Proposer):
         """One pass (ms): decoder layer(s), fc, LM head."""
         m, h = self.target_time, self.head
         n = p.tokens
-        layer = m.linear_sum_ms(n) + attention_ms(m, self.verify, p)
+        layer = m.linear_sum_ms(n) + attention_ms(m, self.verify, p) + self.layer_mlp_ms(p, device, tp)
         if h.attn_in_factor > 1:  # QKV projection reads a wider input: its GEMM is that much larger
             layer += (h.attn_in_factor - 1) * m.linear_ms("attn_pre_proj", n)
         t = layer * self.layers_per_pass()

@@ -45,10 +45,12 @@ class HeadSpec:
     draft_vocab_size: Optional[int] = None  # EAGLE-3: its own LM head's vocabulary
     medusa_heads: int = 0  # Medusa: parallel heads (max guesses)
     targets: Tuple[str, ...] = ()  # target models it was trained for (for the default choice)
+    head_dim_override: int = 0  # attention head width when not hidden / heads (gpt-oss 64, Qwen3 128)
+    moe: bool = False  # MTP of an MoE target: the module's decoder layer is an MoE layer with its own experts
 
     @property
     def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+        return self.head_dim_override or self.hidden_size // self.num_heads
 
     @property
     def fc_in_factor(self) -> int:
@@ -106,6 +108,20 @@ KNOWN_HEADS = {
                  targets=_L31_8B),
         HeadSpec("yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "eagle3", 8192, 64, 8, 28672, 1, 128256, 32000,
                  targets=_L3_70B),
+        # EAGLE-3 heads for mixture-of-experts targets: one dense Llama layer (its own gated MLP, priced by
+        # its own width), 32,000-token draft vocabulary. Names: SGLang's speculative-decoding docs table
+        # (sgl-project/sglang, docs/advanced_features/speculative_decoding.md) and its gpt-oss config
+        # generator; dimensions: the SpecForge training configs of these heads (sgl-project/SpecForge
+        # configs/gpt-oss-120B-eagle3.json, gpt-oss-20B-eagle3.json, qwen3-30B-A3B-eagle3.json,
+        # qwen3-235B-A22B-eagle3.json @ a6b6b023: hidden, heads / KV heads / head_dim, intermediate_size).
+        HeadSpec("lmsys/EAGLE3-gpt-oss-120b-bf16", "eagle3", 2880, 64, 8, 17280, 1, 201088, 32000,
+                 targets=("openai/gpt-oss-120b",), head_dim_override=64),
+        HeadSpec("zhuyksir/EAGLE3-gpt-oss-20b-bf16", "eagle3", 2880, 64, 8, 17280, 1, 201088, 32000,
+                 targets=("openai/gpt-oss-20b",), head_dim_override=64),
+        HeadSpec("Tengyunw/qwen3_30b_moe_eagle3", "eagle3", 2048, 32, 4, 12288, 1, 151936, 32000,
+                 targets=("Qwen/Qwen3-30B-A3B",), head_dim_override=128),
+        HeadSpec("lmsys/Qwen3-235B-A22B-EAGLE3", "eagle3", 4096, 64, 4, 24576, 1, 151936, 32000,
+                 targets=("Qwen/Qwen3-235B-A22B",), head_dim_override=128),
         # Medusa-1 heads (Cai et al. 2024) for Vicuna-7B (Llama-2-7B shape): 5 heads, one residual block each
         HeadSpec("FasterDecoding/medusa-vicuna-7b-v1.3", "medusa", 4096, num_layers=1, vocab_size=32000,
                  medusa_heads=5, targets=_L2_7B),
@@ -148,6 +164,15 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         found = [h for h in KNOWN_HEADS.values() if h.method == method and target.name in h.targets]
         if found:
             head = found[0]
+        elif method == "mtp" and target.is_moe:
+            if not target.mtp_layers:
+                raise ConfigError(f"speculative.method: {target.name} ships no MTP modules "
+                                  "(config.json num_nextn_predict_layers); use eagle3, ngram or draft_model")
+            # DeepSeek-V3/R1's own MTP module(s): one decoder layer each with its own routed and shared
+            # experts (the target's MoE layer shape), embedding and LM head shared with the target
+            head = HeadSpec(f"{target.name} MTP", "mtp", target.hidden_size, target.num_heads, target.num_kv_heads,
+                            target.ffn_size, target.mtp_layers, target.vocab_size,
+                            head_dim_override=target.head_dim, moe=True)
         elif method in ("mtp", "medusa"):  # no published Llama heads: one module / five heads at the target's shape
             head = HeadSpec(f"{method} head for {target.name}", method, target.hidden_size, target.num_heads,
                             target.num_kv_heads, target.ffn_size, 1, target.vocab_size,
@@ -176,8 +201,9 @@ def resolve(cfg, method: str, target) -> HeadSpec:
     if head.hidden_size != target.hidden_size or head.vocab_size != target.vocab_size:
         raise ConfigError(f"{key}: {head.name} has hidden {head.hidden_size} / vocab {head.vocab_size}; "
                           f"the target {target.name} has {target.hidden_size} / {target.vocab_size}")
-    if method != "medusa" and (head.num_heads, head.num_kv_heads, head.ffn_size) != (
-            target.num_heads, target.num_kv_heads, target.ffn_size):
+    own_mlp = target.is_moe and not head.moe  # a dense head on an MoE target: its MLP priced at its own width
+    if method != "medusa" and ((head.num_heads, head.num_kv_heads, head.head_dim) != (
+            target.num_heads, target.num_kv_heads, target.head_dim) or (not own_mlp and head.ffn_size != target.ffn_size)):
         raise ConfigError(f"{key}: {head.name}'s layer (heads {head.num_heads}, kv heads {head.num_kv_heads}, "
                           f"ffn {head.ffn_size}) differs from {target.name}'s; it is priced by the target's profile")
     if method == "eagle3" and cfg.speculative.draft_vocab_size is not None:

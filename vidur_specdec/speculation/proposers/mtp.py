@@ -22,3 +22,40 @@ class MTPProposer(EagleProposer):
 
     def layers_per_pass(self) -> int:
         return 1  # a pass runs one module; the modules' count only sets weights and KV
+
+    def layer_mlp_ms(self, p, device, tp: int) -> float:
+        """An MoE target's MTP module: its MoE layer (own experts, same routing) in place of the profile's MLP.
+
+        The pass's tokens are routed like the target's: pass 1's catch-up run of
+        each request (and each prefill chunk) is one group, later passes one
+        token per drafting request (:func:`vidur_specdec.costs.routing.expected_distinct`).
+        """
+        if not self.head.moe or self.target_spec is None:
+            return super().layer_mlp_ms(p, device, tp)
+        from vidur_specdec.costs.moe_layer import moe_layer_ms
+
+        groups = [q for q in p.q if q > 0] + [c for _, c in p.prefill if c > 0]
+        if not groups:
+            return 0.0
+        key = (tuple(sorted(groups)), tp)
+        cache = self.__dict__.setdefault("_moe_cache", {})
+        if key not in cache:
+            cache[key] = moe_layer_ms(self.target_spec, device.builder_fields(), tp, groups, ep=self.ep)[0]
+        return cache[key] - self.target_mlp_ms(p.tokens)
+
+    def memory_bytes(self, tp: int = 1):
+        """(weight bytes, KV bytes per token) per GPU; an MoE target's modules count their experts and MLA KV."""
+        t = self.target_spec
+        if not self.head.moe or t is None:
+            return super().memory_bytes(tp)
+        from dataclasses import replace
+
+        from vidur_specdec.architectures.moe import weight_bytes
+
+        # n modules, each one MoE decoder layer of the target (all experts, the checkpoint's format) plus
+        # eh_proj (2 hidden -> hidden, bf16, replicated); embedding and LM head are the target's
+        one = replace(t, num_layers=1, dense_layers=0, tie_word_embeddings=True, vocab_size=0)
+        per_gpu = t.num_experts / self.ep if self.ep > 1 else None
+        w = weight_bytes(one, tp, experts_per_gpu=per_gpu) + 2 * 2 * t.hidden_size * t.hidden_size
+        kv = replace(t, num_layers=1, sliding_layers=0).kv_bytes_per_token(tp)
+        return int(self.head.num_layers * w), int(self.head.num_layers * kv)
