@@ -1,12 +1,16 @@
 """Step time of k guesses over k = 0 at batch 1/16/64: a MoE target vs a dense one (docs/model.md).
 
-Usage: python scripts/moe_step_ratio.py [moe model] [dense model] [device]
+Usage: python scripts/moe_step_ratio.py [--write]
 Prices one decode step of ``batch`` requests, each with ``k`` guesses at 512 tokens of
 context, through the run's own predictor (target forward + LM head + sampling + overhead;
-no proposer time), speculation off so only the target is priced.
+no proposer time), for Qwen3-30B-A3B and Llama-3.1-8B on one H100. Prints the markdown
+table; ``--write`` puts it between the ``moe-step-ratio`` markers of docs/model.md
+(tests/test_moe_step_ratio.py fails while that block is stale).
 """
 
+import re
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 from vidur.config import CacheConfig, ReplicaConfig
@@ -14,6 +18,14 @@ from vidur.config import CacheConfig, ReplicaConfig
 from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.engine.simulation import prepare
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "model.md"
+BEGIN, END = "<!-- moe-step-ratio:begin -->", "<!-- moe-step-ratio:end -->"
+MODELS = ("Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B")
+DEVICE = "h100"
+BATCHES = (1, 16, 64)
+KS = (1, 3, 5)
 
 
 def predictor(model: str, device: str):
@@ -26,7 +38,8 @@ def predictor(model: str, device: str):
     return SpecDecExecutionTimePredictor(p.predictor, rc, CacheConfig(block_size=16, num_blocks=1000))
 
 
-def step_ms(pred, batch: int, k: int, ctx: int = 512) -> float:
+def step(pred, batch: int, k: int, ctx: int = 512):
+    """(step time in ms, Vidur's step-time record) of one decode step of ``batch`` requests with ``k`` guesses."""
     req = SimpleNamespace(is_prefill_complete=True, catchup_tokens=1, num_prefill_tokens=100)
     b = SimpleNamespace(requests=[req] * batch, num_q_tokens=[k + 1] * batch,
                         num_kv_tokens=[ctx + k + 1] * batch, total_num_q_tokens=batch * (k + 1), replica_id=0)
@@ -34,17 +47,41 @@ def step_ms(pred, batch: int, k: int, ctx: int = 512) -> float:
     return t.total_time * 1e3, t
 
 
+def table() -> str:
+    """The markdown block: the ratio table and the sentence that reads it."""
+    rows, at1 = [], {}
+    for name in MODELS:
+        pred = predictor(name, DEVICE)
+        for batch in BATCHES:
+            base, _ = step(pred, batch, 0)
+            ratios = [step(pred, batch, k)[0] / base for k in KS]
+            ex = [step(pred, batch, k)[1].experts_touched for k in (0,) + KS]
+            woken = " / ".join(f"{x:.1f}" for x in ex)
+            rows.append(f"| {name} | {batch} | " + " | ".join(f"{r:.2f}" for r in ratios)
+                        + f" | {woken if any(ex) else '—'} |")
+            if batch == 1:
+                at1[name] = ratios[-1]
+    moe, dense = MODELS
+    return "\n".join([
+        BEGIN,
+        f"| target | batch | " + " | ".join(f"k={k}" for k in KS) + " | experts woken k=0/" + "/".join(map(str, KS)) + " |",
+        "|---|---|" + "---|" * len(KS) + "---|",
+        *rows,
+        "",
+        f"At batch 1, k = {KS[-1]} costs the MoE target {100 * (at1[moe] - 1):.0f} % more per step and the dense "
+        f"one {100 * (at1[dense] - 1):.0f} %.",
+        END,
+    ])
+
+
 def main() -> None:
-    moe, dense, device = (sys.argv[1:] + ["Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B", "h100"][len(sys.argv) - 1:])[:3]
-    print(f"step time at k guesses / at k=0, one decode step per request, 512 tokens of context, {device}")
-    print(f"{'model':40s} {'batch':>5s} " + " ".join(f"{'k=' + str(k):>6s}" for k in (1, 3, 5)) + "   experts k=0..5")
-    for name in (moe, dense):
-        pred = predictor(name, device)
-        for batch in (1, 16, 64):
-            base, _ = step_ms(pred, batch, 0)
-            ratios = [step_ms(pred, batch, k)[0] / base for k in (1, 3, 5)]
-            ex = [round(step_ms(pred, batch, k)[1].experts_touched, 1) for k in (0, 1, 3, 5)]
-            print(f"{name:40s} {batch:5d} " + " ".join(f"{r:6.2f}" for r in ratios) + f"   {ex}")
+    text = table()
+    print(text)
+    if "--write" in sys.argv[1:]:
+        doc = DOC.read_text()
+        new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda m: text, doc, flags=re.S)
+        DOC.write_text(new)
+        print(f"updated {DOC.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,26 @@
+"""docs/model.md's table of what k guesses add to a step (MoE vs dense) is what scripts/moe_step_ratio.py gives now."""
+
+import importlib.util
+
+from conftest import REPO
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("moe_step_ratio", REPO / "scripts" / "moe_step_ratio.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_docs_table_is_current():
+    mod = _script()
+    doc = (REPO / "docs" / "model.md").read_text()
+    block = doc[doc.index(mod.BEGIN):doc.index(mod.END) + len(mod.END)]
+    assert block == mod.table(), "docs/model.md's MoE step-ratio table is stale: run python scripts/moe_step_ratio.py --write"
+
+
+def test_moe_step_grows_more_with_k_at_batch_one_than_dense():
+    mod = _script()
+    moe, dense = (mod.predictor(m, "h100") for m in mod.MODELS)
+    ratio = lambda pred: mod.step(pred, 1, 5)[0] / mod.step(pred, 1, 0)[0]  # noqa: E731
+    assert ratio(moe) > 1.2 > 1.05 > ratio(dense)
