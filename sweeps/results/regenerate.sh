@@ -8,8 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
 SWEEPS=(specdec_39 draft_model deployments eagle)
+# each sweep runs in a scratch folder (sweeps/results also holds this script, which the output-folder rule
+# refuses to write beside); only its CSV is kept
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
 for name in "${SWEEPS[@]}"; do
-  "$PY" -m vidur_specdec.main --config "sweeps/$name.yaml" --output-dir sweeps/results --overwrite
+  "$PY" -m vidur_specdec.main --config "sweeps/$name.yaml" --output-dir "$TMP/$name"
+  cp "$TMP/$name/$name.csv" "sweeps/results/$name.csv"
 done
 CSVS=()
 for name in "${SWEEPS[@]}"; do CSVS+=("sweeps/results/$name.csv"); done
