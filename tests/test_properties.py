@@ -105,7 +105,8 @@ def configs(draw) -> dict:
     block_size = draw(st.sampled_from([1, 4, 16]))
     watermark = draw(st.sampled_from([0.0, 0.01, 0.1]))
     longest = max(prompt.get("value", prompt.get("max")), 1) + output.get("value", output.get("max"))
-    need = memory.min_blocks_to_finish(longest, block_size, watermark)
+    lookahead = k if method == "draft_model" else 0  # vLLM's num_lookahead_tokens: a GPU drafter holds k more
+    need = memory.min_blocks_to_finish(longest + lookahead, block_size, watermark)
     return {
         "seed": seed,
         "workload": workload,

@@ -95,8 +95,9 @@ def test_schedule_of_zeros_is_plain_decoding_and_one_range_is_static_k():
     assert one.summary["k_flips"] == 0 and (one.steps["k"] == 3).all()
 
 
-def test_lookahead_kv_is_reserved_for_the_static_maximum(monkeypatch):
-    checked = []
+@pytest.mark.parametrize("method,lookahead", [("draft_model", 6), ("ngram", 0)])
+def test_lookahead_kv_is_sized_by_the_static_maximum(monkeypatch, method, lookahead):
+    held, short = [], []
     orig = SpecSarathiReplicaScheduler._get_next_batch
 
     def check(self, time):
@@ -104,15 +105,17 @@ def test_lookahead_kv_is_reserved_for_the_static_maximum(monkeypatch):
         if batch is not None:
             bs = self._cache_config.block_size
             for req, q in zip(batch.requests, batch.num_q_tokens):
-                if req.is_prefill_complete:
-                    want = min(self._k_max, req.total_tokens - req.num_processed_tokens - 1)
-                    assert self._allocation_map[req.id] * bs >= req.num_processed_tokens + want + 1
-                    checked.append(q)
+                if req.is_prefill_complete and (q > 1 or lookahead):  # a plain n-gram decode keeps Sarathi's rule
+                    have = self._allocation_map[req.id] * bs
+                    assert have >= req.num_processed_tokens + q + lookahead
+                    held.append(q)
+                    short.append(have < req.num_processed_tokens + q + 6)
         return batch
 
     monkeypatch.setattr(SpecSarathiReplicaScheduler, "_get_next_batch", check)
-    res = simulate(with_schedule({"1-4096": 1}, num_requests=30, k=6))
-    assert checked and max(checked) == 2 and (res.steps["k"].iloc[1:] == 1).all()
+    res = simulate(with_schedule({"1-4096": 1}, num_requests=30, k=6, method=method))
+    assert held and max(held) == 2 and (res.steps["k"].iloc[1:] == 1).all()
+    assert any(short) == (lookahead == 0)  # n-gram holds no lookahead slots: some steps have fewer than k spare
 
 
 def test_flip_warning_threshold():

@@ -151,7 +151,7 @@ def test_engine_overheads_only_slow_steps_down():
     from vidur_specdec import simulate
 
     zero = {"step_overhead_ms": 0.0, "overhead_ms_per_request": 0.0, "sampling_ms": 0.0,
-            "sampling_logit_passes": 0.0, "lm_head": False}
+            "sampling_logit_passes": 0.0, "lm_head": False, "spec_step_ms": 0.0, "spec_ms_per_request": 0.0}
     base = simulate(small(num_requests=12, qps=8.0, engine=zero))
     full = simulate(small(num_requests=12, qps=8.0))
     assert (base.steps[["lm_head_ms", "sampling_ms", "overhead_ms"]] == 0).all().all()

@@ -166,6 +166,9 @@ class SpeculativeConfig:
     suffix_decoding_min_token_prob: float = _f(0.1, lo=0.0, hi=1.0,
                                                doc="suffix: drop guesses below this frequency (vLLM default 0.1)")
     suffix_cost_ms: float = _f(0.1, lo=0.0, hi=1e4, doc="CPU suffix-tree lookup, ms per step that proposes")
+    draft_sample_method: str = _f("greedy", choices=("greedy", "probabilistic"),
+                                  doc="how a drafter picks its guesses (vLLM's key; greedy argmax is vLLM 0.33's "
+                                      "default)")
 
     def acceptance_input(self) -> Optional[str]:
         """The acceptance input used: the most specific one given
@@ -205,6 +208,29 @@ class EngineConfig:
     model_runner: str = _f("v2", choices=("v1", "v2"),
                            doc="vLLM's model runner (v2 is vLLM 0.33's default): on v1 an n-gram request "
                                "without a match is charged one token; on v2 it is charged k + 1")
+    # --- what speculation adds (docs/model.md, "What a draft pass costs") ---
+    spec_step_ms: float = _f(0.25, lo=0.0, hi=1e4,
+                             doc="fixed cost of a step that verifies guesses, any proposer: speculative metadata "
+                                 "and input preparation, rejection-sampler launch")
+    spec_ms_per_request: float = _f(0.002, lo=0.0, hi=1e3,
+                                    doc="per request verified with guesses: its k + 1 outputs processed")
+    draft_pass_ms: float = _f(0.05, lo=0.0, hi=1e4,
+                              doc="CUDA-graph replay of one sequential drafter pass (GPU drafters)")
+    draft_prepare_ms: float = _f(0.53, lo=0.0, hi=1e4,
+                                 doc="input preparation before each drafter pass: positions, slot mapping, "
+                                     "attention metadata")
+    draft_first_pass_ms: float = _f(1.14, lo=0.0, hi=1e4,
+                                    doc="extra preparation of a drafter's first pass in a step: its inputs built "
+                                        "from the target's outputs (catch-up tokens, rejected positions)")
+    kernel_launch_ms: float = _f(0.005, lo=0.0, hi=1e3,
+                                 doc="floor of one small kernel (draft argmax, EAGLE-3 vocabulary mapping)")
+    enforce_eager: bool = _f(False, doc="vLLM's enforce_eager: no CUDA graphs, every layer's kernels launched "
+                                        "one by one (eager_ms_per_layer per layer per forward)")
+    eager_ms_per_layer: float = _f(0.32, lo=0.0, hi=1e3,
+                                   doc="launch cost per decoder layer per forward without CUDA graphs")
+    piecewise_graph_cost: float = _f(0.19, lo=0.0, hi=10.0,
+                                     doc="piecewise CUDA graphs (v1 with a per-batch-size schedule): added time "
+                                         "per step as a fraction of a one-token target forward")
 
 
 @dataclass

@@ -15,7 +15,14 @@ everything on the CPU. :class:`StepOverheads` prices, per step (all ms):
   logits (rows × vocab × 4 bytes) at the device's HBM bandwidth.
 * ``overhead_ms`` — the engine's per-step CPU work on the critical path
   (scheduling, input preparation, CUDA-graph replay / launch, output
-  processing): ``step_overhead_ms`` + ``overhead_ms_per_request`` × requests.
+  processing): ``step_overhead_ms`` + ``overhead_ms_per_request`` × requests;
+  plus, on a step that verifies guesses (whatever the proposer),
+  ``spec_step_ms`` + ``spec_ms_per_request`` × requests verified with guesses
+  (speculative metadata and input preparation, the rejection sampler's launch,
+  k + 1 outputs per request processed); plus the target's launch costs when
+  CUDA graphs are off (``enforce_eager``: ``eager_ms_per_layer`` × (layers + 1))
+  or piecewise (``graph_ms``: vLLM's model runner v1 with a per-batch-size
+  schedule, :func:`piecewise_graphs`).
 
 Defaults and their sources: docs/model.md, "One step". A step is charged
 these in series with the layers (no overlap).
@@ -77,13 +84,18 @@ class StepOverheads:
     sampling_ms: float = 0.0
     sampling_logit_passes: float = 0.0
     lm_head: bool = True  # False: leave the LM head (and logits gather) out, as Vidur does
+    spec_step_ms: float = 0.0  # per step that verifies guesses
+    spec_ms_per_request: float = 0.0  # per request verified with guesses
+    launch_ms: float = 0.0  # per step: eager launches (enforce_eager) or piecewise CUDA graphs
 
     def cost(self, batch) -> StepCost:
         """The step's LM head, sampling and engine overhead (ms)."""
-        return self.cost_rows(logit_rows(batch), len(batch.requests))
+        verifying = sum(1 for r, q in zip(batch.requests, batch.num_q_tokens) if r.is_prefill_complete and q > 1)
+        return self.cost_rows(logit_rows(batch), len(batch.requests), verifying)
 
-    def cost_rows(self, rows: int, num_reqs: int) -> StepCost:
-        """The same for a step of ``num_reqs`` requests with ``rows`` positions that need logits."""
+    def cost_rows(self, rows: int, num_reqs: int, verifying: int = 0) -> StepCost:
+        """The same for a step of ``num_reqs`` requests with ``rows`` positions that need logits,
+        ``verifying`` of them verified with guesses."""
         head = sample = 0.0
         if rows > 0:
             sample = self.sampling_ms
@@ -95,12 +107,42 @@ class StepOverheads:
                         head += all_reduce_ms(self.device, self.tp, rows * vocab * LOGITS_DTYPE_BYTES // 2)
                 sample += (self.sampling_logit_passes * rows * vocab * LOGIT_BYTES
                            / self.device.hbm_bandwidth * 1e3)
-        overhead = self.step_overhead_ms + self.overhead_ms_per_request * num_reqs
+        overhead = self.step_overhead_ms + self.overhead_ms_per_request * num_reqs + self.launch_ms
+        if verifying:
+            overhead += self.spec_step_ms + self.spec_ms_per_request * verifying
         return StepCost(head, sample, overhead)
 
 
-def build(engine, model=None, device=None, tp: int = 1) -> StepOverheads:
-    """:class:`StepOverheads` from an :class:`~vidur_specdec.config.EngineConfig` and a deployment."""
+def piecewise_graphs(cfg) -> bool:
+    """True when vLLM runs the target with piecewise CUDA graphs: a per-batch-size k schedule on model runner
+    v1 (vLLM 0.33 ``vllm/config/vllm.py:1069-1086`` overrides FULL_AND_PIECEWISE; v2 keeps full graphs;
+    v1 drops the schedule for ``suffix``, so its graphs stay full)."""
+    spec = cfg.speculative
+    return bool(spec.enabled and spec.num_speculative_tokens_per_batch_size and cfg.engine.model_runner == "v1"
+                and spec.method != "suffix" and not cfg.engine.enforce_eager)
+
+
+def launch_ms(engine, model=None, target_time=None, piecewise: bool = False) -> float:
+    """What launching the target's step costs beyond full CUDA graphs (ms per step).
+
+    ``enforce_eager``: ``eager_ms_per_layer`` × (layers + 1) (the LM head and sampler count as one more);
+    piecewise graphs: ``piecewise_graph_cost`` × the target's one-token forward through its layers
+    (linear ops; a constant per step, as launch costs are). 0 otherwise or without a model.
+    """
+    layers = getattr(model, "num_layers", 0) or 0
+    if engine.enforce_eager:
+        return engine.eager_ms_per_layer * (layers + 1) if layers else 0.0
+    if piecewise and target_time is not None and layers:
+        return engine.piecewise_graph_cost * target_time.linear_sum_ms(1) * layers
+    return 0.0
+
+
+def build(engine, model=None, device=None, tp: int = 1, target_time=None, piecewise: bool = False) -> StepOverheads:
+    """:class:`StepOverheads` from an :class:`~vidur_specdec.config.EngineConfig` and a deployment.
+
+    ``target_time`` (the target's fitted operator model) and ``piecewise`` (:func:`piecewise_graphs`) price
+    piecewise CUDA graphs; without them the step launches as full graphs (or eagerly, ``enforce_eager``).
+    """
     return StepOverheads(
         model=model, device=device, tp=int(tp),
         step_overhead_ms=engine.step_overhead_ms,
@@ -108,5 +150,8 @@ def build(engine, model=None, device=None, tp: int = 1) -> StepOverheads:
         sampling_ms=engine.sampling_ms,
         sampling_logit_passes=engine.sampling_logit_passes,
         lm_head=engine.lm_head,
+        spec_step_ms=engine.spec_step_ms,
+        spec_ms_per_request=engine.spec_ms_per_request,
+        launch_ms=launch_ms(engine, model, target_time, piecewise),
     )
 

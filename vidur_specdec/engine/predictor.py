@@ -65,7 +65,11 @@ class StepComposition:
     ``decode_ctx[i]`` the tokens it already had (its KV before the step);
     ``prefill`` holds (context before the chunk, chunk tokens) per prefill request;
     ``decode_catchup[i]`` the tokens request i advanced in its previous step
-    (accepted + 1), which a drafter head has yet to process (1 when unknown).
+    (accepted + 1), which a drafter head has yet to process (1 when unknown);
+    ``decode_prev_q[i]`` the tokens it was charged in its previous step (1 + its
+    guesses then; 1 when unknown); ``drafter_sync`` marks a step whose
+    scheduled k is 0 under a per-batch-size schedule, on which vLLM's GPU
+    drafter still runs its first pass to keep its KV in sync.
     """
 
     num_tokens: int
@@ -73,21 +77,24 @@ class StepComposition:
     decode_ctx: List[int]
     prefill: List[Tuple[int, int]]
     decode_catchup: List[int] = field(default_factory=list)
+    decode_prev_q: List[int] = field(default_factory=list)
+    drafter_sync: bool = False
 
     @classmethod
     def of(cls, batch) -> "StepComposition":
         comp = getattr(batch, "_specdec_comp", None)
         if comp is not None:
             return comp
-        dq, dctx, pf, dc = [], [], [], []
+        dq, dctx, pf, dc, dp = [], [], [], [], []
         for req, q, kv in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens):
             if req.is_prefill_complete:
                 dq.append(q)
                 dctx.append(kv - q)
                 dc.append(getattr(req, "catchup_tokens", 1))
+                dp.append(getattr(req, "previous_q_tokens", 1))
             else:
                 pf.append((kv - q, q))
-        comp = cls(batch.total_num_q_tokens, dq, dctx, pf, dc)
+        comp = cls(batch.total_num_q_tokens, dq, dctx, pf, dc, dp, bool(getattr(batch, "_specdec_sync", False)))
         batch._specdec_comp = comp
         return comp
 

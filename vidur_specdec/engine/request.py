@@ -39,6 +39,7 @@ class SpecRequest(Request):
         self.acceptance = None  # the request's acceptance source, set lazily by the scheduler
         self.proposals = None  # the request's proposal draws (ngram/suffix), set lazily by the scheduler
         self.catchup_tokens = 1  # tokens advanced in its previous step, not yet seen by a drafter head
+        self.previous_q_tokens = 1  # tokens charged in its previous decode step (1 + guesses): a drafter's pass 1
         self._planned: Optional[tuple] = None  # (guesses, accepted) of the running step
 
     # ------------------------------------------------------------------ planning
@@ -79,6 +80,7 @@ class SpecRequest(Request):
             self.guesses += guesses
             self.accepted_tokens += accepted
             self.catchup_tokens = accepted + 1
+            self.previous_q_tokens = guesses + 1
             self._planned = None
         super().on_batch_end(time, tokens_advanced)
 
@@ -103,3 +105,4 @@ class SpecRequest(Request):
         self._is_prefill_stage_complete = False
         self._planned = None
         self.catchup_tokens = 1
+        self.previous_q_tokens = 1

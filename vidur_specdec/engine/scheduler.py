@@ -12,9 +12,14 @@ three things for a decoding request and leaves the rest to Sarathi:
   verify tokens fit the budget, as vLLM's scheduler does. A
   decode always keeps its one token even when the budget is spent (Sarathi's
   rule, so plain decoding is never starved and k = 0 is exactly Sarathi).
-* **lookahead KV** — a step with guesses first holds blocks for
-  ``processed + guesses + 1`` tokens (plain decodes keep Sarathi's rule); when
-  they don't fit, Sarathi's preempt-by-recompute path runs as usual.
+* **lookahead KV** — a decoding request first holds blocks for
+  ``processed + guesses + 1 + lookahead`` tokens, ``lookahead`` being vLLM's
+  ``num_lookahead_tokens`` (k for a GPU drafter — eagle, eagle3, mtp,
+  draft_model — whose next draft writes KV past the verified tokens; 0 for
+  ngram, suffix, medusa, fixed; vLLM 0.33 ``vllm/config/vllm.py:625-652`` and
+  ``allocate_slots`` in ``vllm/v1/core/sched/scheduler.py:914-918``). A request
+  with neither guesses nor lookahead keeps Sarathi's rule; when the blocks don't
+  fit, Sarathi's preempt-by-recompute path runs as usual.
 * **per-batch-size k** — with a schedule (vLLM's
   ``num_speculative_tokens_per_batch_size``, :mod:`vidur_specdec.speculation.schedule`)
   the k of a step's guesses is looked up by the number of requests scheduled
@@ -22,7 +27,9 @@ three things for a decoding request and leaves the rest to Sarathi:
   from ``len(num_scheduled_tokens)`` and the drafter proposes that many
   guesses after the step's forward, to be verified in the next step. The
   first step uses the static k (vLLM: no request scheduled -> static k).
-  Lookahead KV stays reserved for the static maximum k, as in vLLM.
+  Lookahead KV stays sized by the static maximum k, as in vLLM. A step whose
+  scheduled k is 0 is marked (``_specdec_sync``) so a GPU drafter still pays
+  its first pass (vLLM keeps the drafter's KV in sync at k = 0).
 * **tokens advanced** — each decoding request in the new batch draws its
   accepted guesses from its own acceptance source (a seeded stream, or its
   trace line at its output position) and is told ``(guesses, accepted)``;
@@ -70,6 +77,8 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     max_draft_context: Optional[int] = None  # the drafter's max_model_len (tokens), if a drafter proposes
     k_schedule: Optional[List[Tuple[int, int, int]]] = None  # [(lo, hi, k)], vLLM's per-batch-size schedule
     proposals: Any = None  # vidur_specdec.speculation.proposals.ProposalModel (ngram/suffix), None: always k
+    num_lookahead_tokens: int = 0  # KV slots past 1 + guesses (vLLM: k for eagle/eagle3/mtp/draft_model, else 0)
+    drafter_sync: bool = False  # a GPU drafter runs its first pass on steps whose scheduled k is 0
 
     @staticmethod
     def get_type():
@@ -89,7 +98,9 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
                           if cfg.k_schedule and self._k_max > 0 else None)
         self._max_draft_context = cfg.max_draft_context
         self._tree_nodes = cfg.tree_nodes if cfg.acceptance is not None else None
-        self._reserve: Dict[int, int] = {}  # request id -> guesses its lookahead KV is reserved for
+        self._reserve: Dict[int, int] = {}  # request id -> tokens past processed + 1 its KV is reserved for
+        self._lookahead = cfg.num_lookahead_tokens if cfg.acceptance is not None else 0
+        self._drafter_sync = bool(cfg.drafter_sync) and cfg.acceptance is not None
         self._decodes_to_place = 0  # decodes of the step being built not yet given their tokens
         self._proposals = cfg.proposals if cfg.acceptance is not None else None
         self._charge_empty = self._proposals is not None and self._proposals.runner == "v2"
@@ -152,14 +163,13 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         guesses = max(0, min(self._wanted_guesses(request), budget_left - 1))
         if self._tree_nodes is not None and guesses < self._tree_nodes:
             guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
-        # lookahead KV: for this step's guesses; with a schedule, for the static maximum k (vLLM)
-        self._reserve[request.id] = guesses if self._schedule is None else \
-            max(guesses, self._wanted_guesses(request, self._k_max))
+        # KV for this step's guesses plus vLLM's lookahead slots (sized by the static k, schedule or not)
+        self._reserve[request.id] = guesses + self._lookahead
         return 1 + guesses
 
     # ------------------------------------------------------------------ lookahead KV
     def _lookahead_blocks(self, request) -> int:
-        """Blocks to add so the request holds ``processed + reserved guesses + 1`` tokens."""
+        """Blocks to add so the request holds ``processed + 1 + guesses + lookahead`` tokens."""
         tokens = request.num_processed_tokens + self._reserve[request.id] + 1
         return max(0, ceil(tokens / self._cache_config.block_size) - self._allocation_map[request.id])
 
@@ -191,6 +201,8 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         if batch is None:
             return None
         batch._specdec_k = self._k  # the k this step's guesses were drawn with (steps.csv column k)
+        # a scheduled k = 0 step: vLLM's GPU drafter still runs its first pass to keep its KV in sync
+        batch._specdec_sync = self._drafter_sync and self._schedule is not None and self._k == 0
         if self._schedule is not None:  # the next step's k, from this step's scheduled requests (vLLM)
             self._k = self._schedule.k_for(len(batch.requests))
         acc = self._acceptance

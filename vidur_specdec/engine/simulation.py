@@ -271,7 +271,8 @@ def prepare(cfg: RunConfig) -> Prepared:
         model_spec=model,
         device_spec=dep.device,
         tensor_parallel_size=dep.tp,
-        step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp),
+        step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp, target,
+                                            step_overheads.piecewise_graphs(cfg)),
         all_reduce=cfg.engine.all_reduce,
         expert_parallel_size=dep.ep,
     )
@@ -286,6 +287,8 @@ def prepare(cfg: RunConfig) -> Prepared:
         k_schedule=[tuple(r) for r in spec.num_speculative_tokens_per_batch_size]
         if spec.enabled and spec.num_speculative_tokens_per_batch_size else None,
         proposals=ProposalModel.from_config(cfg),
+        num_lookahead_tokens=proposer.num_lookahead_tokens(spec.num_speculative_tokens) if spec.enabled else 0,
+        drafter_sync=bool(spec.enabled and proposer.drafter_forward),
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings)

@@ -68,7 +68,8 @@ class CostModel:
         target, proposer, _ = priced(cfg, dep, deployment.longest_request_tokens(cfg))
         proposer.bind(ProposerContext(dep.device, dep.tp, all_reduce_model(cfg.engine.all_reduce)))
         return cls(target, dep.model.num_layers, verify_cost.build(spec), proposer, cfg.model,
-                   step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp))
+                   step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp, target,
+                                        step_overheads.piecewise_graphs(cfg)))
 
     def composition_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int],
                        prefill: Sequence[Tuple[int, int]], num_tokens: Optional[int] = None) -> Tuple[float, float]:
@@ -101,7 +102,8 @@ class CostModel:
         if self.overheads is None:
             return 0.0
         rows = int(sum(decode_q)) + len(prefill)
-        return self.overheads.cost_rows(rows, len(decode_q) + len(prefill)).total_ms
+        verifying = sum(1 for q in decode_q if q > 1)
+        return self.overheads.cost_rows(rows, len(decode_q) + len(prefill), verifying).total_ms
 
     def step_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int], prefill: Sequence[Tuple[int, int]],
                 num_tokens: Optional[int] = None) -> float:

@@ -62,6 +62,12 @@ class Proposer:
     supports_tree = False  # may speculative.speculative_token_tree be used with it
     variable_proposals = False  # proposes 0..k guesses per request (speculative.proposal_rate); else always k
 
+    # A drafter that runs forward passes on the GPU every step (EAGLE family, MTP, a draft model):
+    # vLLM reserves k lookahead KV slots for it (``VllmConfig.num_lookahead_tokens``,
+    # vllm/config/vllm.py:625-652 in vLLM 0.33) and runs its first pass even at a scheduled k = 0
+    # to keep its KV in sync (vllm/v1/spec_decode/llm_base_proposer.py:616-625).
+    drafter_forward = False
+
     max_context: Optional[int] = None  # the drafter's own max_model_len (tokens), if any
     weights_key: Optional[str] = None  # the config key naming the drafter's / head's weights, if any
 
@@ -90,6 +96,10 @@ class Proposer:
     def memory_bytes(self, tp: int = 1) -> Tuple[int, int]:
         """(weight bytes, KV bytes per token) this proposer adds on one GPU."""
         return 0, 0
+
+    def num_lookahead_tokens(self, k: int) -> int:
+        """KV slots (tokens) vLLM reserves past each step's 1 + guesses: k for a GPU drafter, else 0."""
+        return int(k) if self.drafter_forward else 0
 
     def step_time_ms(self, comp) -> float:
         """Proposer time of one step (ms)."""

@@ -9,15 +9,17 @@ prompt chunks (the drafter prefills prompts too, so its prefill lands in TTFT);
 pass j carries the requests proposing at least j guesses. Each pass also runs
 the drafter's LM head (:func:`vidur_specdec.costs.lm_head.lm_head_ms`, its full
 vocabulary, split over the target's TP as vLLM requires draft TP = target TP or 1)
-on one row per drafting request. The drafter's weights and KV (one draft
-block per target block) count against memory.
+on one row per drafting request, and what vLLM adds to every pass
+(:class:`~vidur_specdec.speculation.proposers.head_cost.PassOverheads`: graph replay or eager
+launches, input preparation, the argmax of the guesses). The drafter's weights
+and KV (one draft block per target block) count against memory.
 """
 
 from __future__ import annotations
 
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.speculation.proposers.base import Proposer, register
-from vidur_specdec.speculation.proposers.head_cost import attention_ms, draft_passes
+from vidur_specdec.speculation.proposers.head_cost import PassOverheads, attention_ms, draft_passes
 
 
 @register("draft_model")
@@ -26,6 +28,7 @@ class DraftModelProposer(Proposer):
 
     label = "draft model"
     weights_key = "speculative.draft_model"
+    drafter_forward = True  # k lookahead KV slots; a first pass even at a scheduled k = 0
 
     def __init__(self, model, num_layers: int, verify=None, spec=None) -> None:
         from vidur_specdec.costs import verify_cost
@@ -35,6 +38,7 @@ class DraftModelProposer(Proposer):
         self.verify = verify or verify_cost.SharedKV()
         self.draft_spec = spec  # ModelSpec of the drafter (LM head size, memory); None: no LM head priced
         self.max_context = spec.max_model_len if spec is not None else None
+        self.overheads = PassOverheads()  # zeros until from_config sets the engine's
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
@@ -46,6 +50,7 @@ class DraftModelProposer(Proposer):
                              "(context keys deployment and draft_time)")
         p = cls(draft_time, dep.draft.num_layers, verify_cost.build(cfg.speculative), dep.draft)
         p.draft_tp = dep.draft_tp
+        p.overheads = PassOverheads.from_config(cfg)
         return p
 
     @classmethod
@@ -64,15 +69,23 @@ class DraftModelProposer(Proposer):
         return lm_head_ms(ctx.device, self.draft_spec.hidden_size, self.draft_spec.vocab_size,
                           getattr(self, "draft_tp", ctx.tensor_parallel_size), rows)
 
-    def step_time_ms(self, comp) -> float:
+    def pass_parts(self, p, first: bool = False) -> dict:
+        """One pass by part (ms): ``layers``, ``all_reduce``, ``lm_head``, ``sample``, ``launch``, ``prepare``."""
         m = self.model
-        total = 0.0
         ctx = getattr(self, "ctx", None)
+        o = self.overheads.bound(ctx.device if ctx is not None else None)
         hidden = self.draft_spec.hidden_size if self.draft_spec is not None else 0
-        tp = getattr(self, "draft_tp", None)
-        for p in draft_passes(comp):
-            layer = m.linear_sum_ms(p.tokens) + attention_ms(m, self.verify, p)
-            if ctx is not None and hidden:  # at draft TP > 1: two all-reduces per drafter layer per pass
-                layer += 2 * ctx.all_reduce_ms(p.tokens, hidden, tp)
-            total += layer * self.num_layers + self._lm_head_ms(p.rows if p.q else 0)
-        return total
+        rows = p.rows if p.q else 0  # as the LM head: a prompt-only pass is priced without logits
+        parts = {"layers": (m.linear_sum_ms(p.tokens) + attention_ms(m, self.verify, p)) * self.num_layers,
+                 "all_reduce": 0.0}
+        if ctx is not None and hidden:  # at draft TP > 1: two all-reduces per drafter layer per pass
+            parts["all_reduce"] = 2 * ctx.all_reduce_ms(p.tokens, hidden, getattr(self, "draft_tp", None)) \
+                * self.num_layers
+        parts["lm_head"] = self._lm_head_ms(p.rows if p.q else 0)
+        parts["sample"] = o.sample_ms(rows, self.draft_spec.vocab_size) if self.draft_spec is not None else 0.0
+        parts["launch"] = o.launch_ms(self.num_layers)
+        parts["prepare"] = o.prepare_ms + (o.first_ms if first else 0.0)
+        return parts
+
+    def step_time_ms(self, comp) -> float:
+        return sum(sum(self.pass_parts(p, i == 0).values()) for i, p in enumerate(draft_passes(comp)))

@@ -16,8 +16,12 @@ chunks; then one pass per guess, or per token-tree level) costs, in ms:
 * the LM head over the pass's logit rows (:func:`vidur_specdec.costs.lm_head.lm_head_ms`,
   vocabulary split over TP): EAGLE's is the target's full vocabulary.
 
-Not priced (under-prediction): the head's TP all-reduces, sampling / top-k of
-the drafts, and kernel-launch gaps between passes (CUDA graphs remove most).
+plus what vLLM adds to every pass (:class:`~vidur_specdec.speculation.proposers.head_cost.PassOverheads`):
+its CUDA-graph replay (or, with ``engine.enforce_eager``, per-layer launches),
+the input preparation before it, the argmax (or sampling) of its guesses over
+the LM head's rows, and for EAGLE-3 the draft-to-target vocabulary mapping on
+every pass and the target's auxiliary hidden states on the first.
+:meth:`EagleProposer.pass_parts` names each part (ms).
 Head weights and KV (one layer's KV per token held) count against memory.
 """
 
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.speculation.proposers.base import _target_spec, Proposer, register
-from vidur_specdec.speculation.proposers.head_cost import attention_ms, draft_passes
+from vidur_specdec.speculation.proposers.head_cost import PassOverheads, attention_ms, draft_passes
 
 
 def gemm_ms(device, rows: int, k: int, n: int) -> float:
@@ -41,12 +45,14 @@ class EagleProposer(Proposer):
     weights_key = "speculative.model"
     supports_tree = True
     fc_every_pass = True  # EAGLE: fc on every pass; EAGLE-3: first pass only
+    drafter_forward = True  # k lookahead KV slots; a first pass even at a scheduled k = 0
 
-    def __init__(self, head, target_time, verify, tree_levels=None) -> None:
+    def __init__(self, head, target_time, verify, tree_levels=None, overheads=None) -> None:
         self.head = head
         self.target_time = target_time
         self.verify = verify
         self.tree_levels = list(tree_levels) if tree_levels else None
+        self.overheads = overheads or PassOverheads()  # zeros: layers, fc and LM head only
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
@@ -57,7 +63,8 @@ class EagleProposer(Proposer):
         target = _target_spec(cfg, context)
         head = heads.resolve(cfg, cls.name, target)
         tree = parse_tree(cfg.speculative.speculative_token_tree)
-        p = cls(head, target_time, verify_cost.build(cfg.speculative), tree.levels if tree else None)
+        p = cls(head, target_time, verify_cost.build(cfg.speculative), tree.levels if tree else None,
+                PassOverheads.from_config(cfg))
         p.target_spec = target
         dep = context.get("deployment")
         p.ep = getattr(dep, "ep", 1) or 1
@@ -123,20 +130,33 @@ class EagleProposer(Proposer):
     def layers_per_pass(self) -> int:
         return self.head.num_layers
 
-    def pass_ms(self, p, first: bool, device, tp: int) -> float:
-        """One pass (ms): decoder layer(s), fc, LM head."""
+    def pass_parts(self, p, first: bool, device, tp: int) -> dict:
+        """One pass by part (ms): ``layers`` (linear ops + attention, × the head's layers), ``all_reduce``,
+        ``fc``, ``lm_head``, ``sample`` (argmax of the guesses), ``vocab_map`` (EAGLE-3's d2t), ``aux_hidden``
+        (EAGLE-3, first pass), ``launch`` (graph replay or eager launches) and ``prepare`` (inputs)."""
         m, h = self.target_time, self.head
+        o = self.overheads.bound(device)
         n = p.tokens
         layer = m.linear_sum_ms(n) + attention_ms(m, self.verify, p) + self.layer_mlp_ms(p, device, tp)
         if h.attn_in_factor > 1:  # QKV projection reads a wider input: its GEMM is that much larger
             layer += (h.attn_in_factor - 1) * m.linear_ms("attn_pre_proj", n)
-        t = layer * self.layers_per_pass()
+        parts = {"layers": layer * self.layers_per_pass(), "all_reduce": 0.0, "fc": 0.0}
         ctx = getattr(self, "ctx", None)
         if ctx is not None:  # the head's layers run at the target's TP: two all-reduces per layer per pass
-            t += 2 * self.layers_per_pass() * ctx.all_reduce_ms(n, h.hidden_size, tp)
+            parts["all_reduce"] = 2 * self.layers_per_pass() * ctx.all_reduce_ms(n, h.hidden_size, tp)
         if first or self.fc_every_pass:
-            t += gemm_ms(device, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
-        return t + lm_head_ms(device, h.hidden_size, h.output_vocab, tp, p.rows)
+            parts["fc"] = gemm_ms(device, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
+        parts["lm_head"] = lm_head_ms(device, h.hidden_size, h.output_vocab, tp, p.rows)
+        parts["sample"] = o.sample_ms(p.rows, h.vocab_size)  # EAGLE-3's mapped logits span the full vocabulary
+        parts["vocab_map"] = o.vocab_map_ms(p.rows, h.output_vocab, h.vocab_size)
+        parts["aux_hidden"] = o.aux_hidden_ms(n, h.hidden_size) if first and h.fc_in_factor == 3 else 0.0
+        parts["launch"] = o.launch_ms(self.layers_per_pass())
+        parts["prepare"] = o.prepare_ms + (o.first_ms if first else 0.0)
+        return parts
+
+    def pass_ms(self, p, first: bool, device, tp: int) -> float:
+        """One pass (ms): the sum of :meth:`pass_parts`."""
+        return sum(self.pass_parts(p, first, device, tp).values())
 
     def step_time_ms(self, comp) -> float:
         device, tp = self._device_tp()
