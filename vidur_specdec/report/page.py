@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.report.answer import answer
 from vidur_specdec.report.assets import CSS as _CSS, JS as _JS
 
 REQUIRED = ["model", "device", "profiles", "num_requests", "qps", "method", "k", "acceptance_rate",
@@ -295,7 +296,9 @@ def _dataset(csv_path: Path, out_path: Path) -> Dict:
     deps = deployments(rows)
     methods = _uniq(r["method"] for r in rows if r["method"] != "none")
     info = sweep_info(csv_path)
+    labels = {m: method_label(m, rows) for m in methods}
     return {"name": info["name"], "description": info["description"], "meta": _meta(rows, csv_path, out_path),
+            "answer": answer(rows, lambda m: labels[m], deployment_key, deployment_label),
             "deployments": [deployment_label(d) for d in deps],
             "rows": [dict({c: r.get(c) for c in KEEP}, dep=deps.index(deployment_key(r))) for r in rows],
             "method_labels": {m: method_label(m, rows) for m in methods},
@@ -305,6 +308,10 @@ def _dataset(csv_path: Path, out_path: Path) -> Dict:
 def _source_html(i: int, ds: Dict) -> str:
     e, meta = html.escape, ds["meta"]
     desc = f"<p><strong>{e(ds['name'])}</strong>: {e(ds['description'])}</p>\n" if ds["description"] else ""
+    ans = "".join(f"<li>{e(s)}</li>" for s in ds.get("answer", []))
+    if ans:
+        desc += ("<p><strong>The answer</strong> (best setting by TPOT speedup under the conservative per-token "
+                 f"verify cost where recorded; loads in requests/s):</p><ul class=\"answer\">{ans}</ul>\n")
     return f"""<div class="source" id="source-{i}"{'' if i == 0 else ' hidden'}>
 {desc}<strong>Where the numbers come from.</strong>
 Model {e(meta['model'])} on {e(meta['profile'])}; Sarathi scheduler, tensor parallelism
