@@ -5,7 +5,7 @@ Prices one decode step of ``batch`` requests, each with ``k`` guesses at 512 tok
 context, through the run's own predictor (target forward + LM head + sampling + overhead;
 no proposer time), for Qwen3-30B-A3B and Llama-3.1-8B on one H100. Prints the markdown
 table; ``--write`` puts it between the ``moe-step-ratio`` markers of docs/model.md
-(tests/test_moe_step_ratio.py fails while that block is stale).
+(tests/test_moe_docs_figures.py fails while that block is stale).
 """
 
 import re

@@ -1,12 +1,13 @@
-"""docs/model.md's table of what k guesses add to a step (MoE vs dense) is what scripts/moe_step_ratio.py gives now."""
+"""The MoE figures in the docs are what their scripts give now: the step ratio (docs/model.md) and the held-out
+fused-MoE errors (docs/profiles.md)."""
 
 import importlib.util
 
 from conftest import REPO
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("moe_step_ratio", REPO / "scripts" / "moe_step_ratio.py")
+def _script(name="moe_step_ratio"):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -24,3 +25,10 @@ def test_moe_step_grows_more_with_k_at_batch_one_than_dense():
     moe, dense = (mod.predictor(m, "h100") for m in mod.MODELS)
     ratio = lambda pred: mod.step(pred, 1, 5)[0] / mod.step(pred, 1, 0)[0]  # noqa: E731
     assert ratio(moe) > 1.2 > 1.05 > ratio(dense)
+
+
+def test_held_out_moe_layer_error_table_is_current():
+    mod = _script("moe_layer_error")
+    doc = (REPO / "docs" / "profiles.md").read_text()
+    block = doc[doc.index(mod.BEGIN):doc.index(mod.END) + len(mod.END)]
+    assert block == mod.table(), "docs/profiles.md's MoE error table is stale: run python scripts/moe_layer_error.py --write"
