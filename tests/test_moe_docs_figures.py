@@ -32,3 +32,14 @@ def test_held_out_moe_layer_error_table_is_current():
     doc = (REPO / "docs" / "profiles.md").read_text()
     block = doc[doc.index(mod.BEGIN):doc.index(mod.END) + len(mod.END)]
     assert block == mod.table(), "docs/profiles.md's MoE error table is stale: run python scripts/moe_layer_error.py --write"
+
+
+def test_routing_figures_quoted_in_the_docs_are_the_models():
+    """docs/model.md quotes the routing model's unique-expert ratios at K = 1, 4, 8 (256 experts, top 8)."""
+    from vidur_specdec.costs.routing import expected_distinct
+
+    doc = (REPO / "docs" / "model.md").read_text()
+    for rho in (0.55, 0.0):
+        base = expected_distinct([1], 256, 8, rho)
+        quoted = ", ".join(f"{expected_distinct([k + 1], 256, 8, rho) / base:.2f}×" for k in (1, 4, 8))
+        assert quoted in doc, f"docs/model.md should quote {quoted} for rho {rho}"
