@@ -12,13 +12,15 @@ between the ``eagle-calibration`` markers of docs/model.md
 """
 
 import importlib.util
-import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docblock  # noqa: E402  (scripts/docblock.py)
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "model.md"
-BEGIN, END = "<!-- eagle-calibration:begin -->", "<!-- eagle-calibration:end -->"
+BEGIN, END = docblock.markers("eagle-calibration")
 TARGET, DEVICE = "meta-llama/Llama-3.1-8B-Instruct", "h100"
 HEADS = {"eagle3": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"}
 VANILLA_TPOT_MS = 7.07
@@ -75,14 +77,9 @@ def table() -> str:
                       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *(row(k, plain) for k in PUBLISHED), END])
 
 
-def main() -> None:
-    text = table()
-    print(text)
-    if "--write" in sys.argv[1:]:
-        doc = DOC.read_text()
-        DOC.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda m: text, doc, flags=re.S))
-        print(f"updated {DOC.relative_to(REPO)}")
+def main() -> int:
+    return docblock.main(DOC, table())
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

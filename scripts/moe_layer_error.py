@@ -10,9 +10,11 @@ fails while that block is stale).
 """
 
 import dataclasses
-import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docblock  # noqa: E402  (scripts/docblock.py)
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from vidur_specdec.hardware.devices import get_device
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "profiles.md"
-BEGIN, END = "<!-- moe-layer-error:begin -->", "<!-- moe-layer-error:end -->"
+BEGIN, END = docblock.markers("moe-layer-error")
 
 # (label, model, quantization, device, tp, {M tokens: published microseconds}, source)
 PUBLISHED = [
@@ -58,14 +60,9 @@ def table() -> str:
                       *rows, END])
 
 
-def main() -> None:
-    text = table()
-    print(text)
-    if "--write" in sys.argv[1:]:
-        doc = DOC.read_text()
-        DOC.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda m: text, doc, flags=re.S))
-        print(f"updated {DOC.relative_to(REPO)}")
+def main() -> int:
+    return docblock.main(DOC, table())
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,10 +8,12 @@ table; ``--write`` puts it between the ``moe-step-ratio`` markers of docs/model.
 (tests/test_moe_docs_figures.py fails while that block is stale).
 """
 
-import re
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docblock  # noqa: E402  (scripts/docblock.py)
 
 from vidur.config import CacheConfig, ReplicaConfig
 
@@ -21,7 +23,7 @@ from vidur_specdec.engine.simulation import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "model.md"
-BEGIN, END = "<!-- moe-step-ratio:begin -->", "<!-- moe-step-ratio:end -->"
+BEGIN, END = docblock.markers("moe-step-ratio")
 MODELS = ("Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B")
 DEVICE = "h100"
 BATCHES = (1, 16, 64)
@@ -64,7 +66,7 @@ def table() -> str:
     moe, dense = MODELS
     return "\n".join([
         BEGIN,
-        f"| target | batch | " + " | ".join(f"k={k}" for k in KS) + " | experts woken k=0/" + "/".join(map(str, KS)) + " |",
+        "| target | batch | " + " | ".join(f"k={k}" for k in KS) + " | experts woken k=0/" + "/".join(map(str, KS)) + " |",
         "|---|---|" + "---|" * len(KS) + "---|",
         *rows,
         "",
@@ -74,15 +76,9 @@ def table() -> str:
     ])
 
 
-def main() -> None:
-    text = table()
-    print(text)
-    if "--write" in sys.argv[1:]:
-        doc = DOC.read_text()
-        new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda m: text, doc, flags=re.S)
-        DOC.write_text(new)
-        print(f"updated {DOC.relative_to(REPO)}")
+def main() -> int:
+    return docblock.main(DOC, table())
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,17 +12,19 @@ and 1, runner v2 at 0.2 and 0.5 (at rate 1 the runners charge the same).
 (tests/test_ngram_rate.py re-runs the one-request row and fails while the block is stale).
 """
 
-import re
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docblock  # noqa: E402  (scripts/docblock.py)
+
 from vidur_specdec import simulate  # noqa: E402
 
 DOC = REPO / "docs" / "model.md"
-BEGIN, END = "<!-- ngram-rate:begin -->", "<!-- ngram-rate:end -->"
+BEGIN, END = docblock.markers("ngram-rate")
 LOADS = (1, 8, 32, 64)
 
 COLS = [("v1", 0.2), ("v1", 0.5), ("v1", 1.0), ("v2", 0.2), ("v2", 0.5)]
@@ -53,13 +55,7 @@ def table() -> str:
 
 
 def main() -> int:
-    text = table()
-    print(text)
-    if "--write" in sys.argv[1:]:
-        doc = DOC.read_text()
-        DOC.write_text(re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda m: text, doc, flags=re.S))
-        print(f"updated {DOC.relative_to(REPO)}")
-    return 0
+    return docblock.main(DOC, table())
 
 
 if __name__ == "__main__":

@@ -141,7 +141,7 @@ def test_concurrency_axis_needs_closed_loop_load(tmp_path):
     p = tmp_path / "cfg.yaml"
     p.write_text(yaml.safe_dump(CFG))
     if AXES["concurrency"].available():
-        pytest.skip("workload.concurrency exists on this branch: covered by the closed-loop tests")
+        pytest.skip("workload.concurrency is available here: the closed-loop tests cover this axis")
     r = cli("--config", p, "--output-dir", tmp_path / "out", "--load-axis", "concurrency")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "workload.concurrency" in r.stderr
     assert not (tmp_path / "out").exists()
