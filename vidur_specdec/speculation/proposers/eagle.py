@@ -108,13 +108,9 @@ class EagleProposer(Proposer):
 
     @classmethod
     def weights_name(cls, cfg, target):
-        """``speculative.model``, else the published head chosen for the target (None for a generated one)."""
         from vidur_specdec.speculation.proposers import heads
 
-        if cfg.speculative.model:
-            return cfg.speculative.model
-        name = heads.resolve(cfg, cls.name, target).name
-        return name if name in heads.KNOWN_HEADS else None
+        return heads.weights_name(cfg, cls.name, target)
 
     def memory_bytes(self, tp: int = 1):
         return self.head.memory_bytes(tp)

@@ -211,3 +211,12 @@ def resolve(cfg, method: str, target) -> HeadSpec:
 
         head = replace(head, draft_vocab_size=cfg.speculative.draft_vocab_size)
     return head
+
+
+def weights_name(cfg, method: str, target) -> Optional[str]:
+    """A head's weights for vLLM's ``speculative_config["model"]``: ``speculative.model``, else the published
+    head :func:`resolve` chooses for ``target`` (None for a generated one)."""
+    if cfg.speculative.model:
+        return cfg.speculative.model
+    name = resolve(cfg, method, target).name
+    return name if name in KNOWN_HEADS else None
