@@ -5,7 +5,7 @@ import pytest
 
 from vidur_specdec.hardware import collectives
 from vidur_specdec.hardware import custom_all_reduce as CA
-from vidur_specdec.config import ConfigError, EngineConfig
+from vidur_specdec.config import DEFAULT_ALL_REDUCE, ConfigError, EngineConfig
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.hardware.devices import get_device
 
@@ -24,7 +24,7 @@ def _sizes():
 
 def test_registry_and_default():
     assert set(collectives.ALL_REDUCE_MODELS) == {"vllm_custom", "nccl"}
-    assert EngineConfig().all_reduce == collectives.DEFAULT_ALL_REDUCE == "vllm_custom"
+    assert EngineConfig().all_reduce == DEFAULT_ALL_REDUCE == "vllm_custom"
     assert NCCL is collectives.all_reduce_ms  # `nccl` is the calibrated NCCL model, unchanged
     assert load({"engine": {"all_reduce": "nccl"}}).engine.all_reduce == "nccl"
 

@@ -34,6 +34,9 @@ TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes the simulator models (one 8-GPU
 QUANTIZATIONS = ("fp8", "mxfp4")  # quantization values modelled (null: the checkpoint's own format)
 KV_CACHE_DTYPES = ("auto", "fp8")  # kv_cache_dtype values modelled
 MAX_K = 64  # guesses per request per step (a token tree's node count)
+# parallel.global_scheduler values: Vidur's own global schedulers by their GlobalSchedulerType names
+# (vidur 0.0.26 vidur/types/global_scheduler_type.py; engine.simulation maps each to its Vidur config)
+GLOBAL_SCHEDULERS = ("round_robin", "lor")
 DEFAULT_ALL_REDUCE = "vllm_custom"  # engine.all_reduce default: vLLM's custom all-reduce (hardware.collectives checks it is registered)
 
 
@@ -108,7 +111,7 @@ class ParallelConfig:
 
     # --- replicas ---
     num_replicas: int = _f(1, lo=1, hi=1024, doc="identical replicas behind one global scheduler")
-    global_scheduler: str = _f("round_robin", choices=("round_robin", "lor"),
+    global_scheduler: str = _f("round_robin", choices=GLOBAL_SCHEDULERS,
                                doc="Vidur's global scheduler: round_robin or lor (least outstanding requests)")
 
 

@@ -30,9 +30,9 @@ from typing import Optional, Union
 from vidur_specdec.config import TP_SIZES  # noqa: F401 (re-exported: the TP sizes the simulator models)
 from vidur_specdec.hardware.devices import DeviceSpec, get_device
 from vidur_specdec.architectures.models import ModelSpec
+from vidur_specdec.costs.profiles.params import DTYPE_BYTES  # fp16/bf16 weights and KV
 
 GIB = 1024**3
-DTYPE_BYTES = 2  # fp16/bf16 weights and KV
 
 
 class NoRoomError(ValueError):

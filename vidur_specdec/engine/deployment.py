@@ -22,6 +22,7 @@ from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.costs.memory import TP_SIZES, NoRoomError, tp_fits
 from vidur_specdec.hardware.devices import DeviceSpec, get_device
 from vidur_specdec.costs.profiles.on_demand import ProfileChoice, choose_profile
+from vidur_specdec.speculation import proposers
 
 
 def with_formats(model: ModelSpec, cfg: RunConfig) -> ModelSpec:
@@ -315,15 +316,6 @@ def _remedy(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple) -> s
             "lower scheduler.memory_margin_fraction or use a larger device")
 
 
-def lookahead_tokens(cfg: RunConfig) -> int:
-    """vLLM's ``num_lookahead_tokens`` for the run (tokens): k for eagle/eagle3/mtp/draft_model, else 0."""
-    from vidur_specdec.speculation.proposers import REGISTRY
-
-    spec = cfg.speculative
-    cls = REGISTRY.get(spec.method) if spec.enabled else None
-    return spec.num_speculative_tokens if cls is not None and cls.drafter_forward else 0
-
-
 def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_index: int,
                 head: tuple = (0, 0)) -> memory.MemoryPlan:
     """KV blocks per GPU; a model that does not fit names ``parallel.tensor_parallel_size`` and the smallest TP that does.
@@ -335,7 +327,7 @@ def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_ind
     """
     sch = cfg.scheduler
     # a GPU drafter's lookahead slots (vLLM's num_lookahead_tokens) are held on top of the request's own tokens
-    need = memory.min_blocks_to_finish(longest_total + lookahead_tokens(cfg), sch.block_size,
+    need = memory.min_blocks_to_finish(longest_total + proposers.lookahead_tokens(cfg), sch.block_size,
                                        sch.watermark_blocks_fraction)
     try:
         mem = _plan_at(cfg, dep, dep.tp, dep.draft_tp, head)

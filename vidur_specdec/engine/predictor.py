@@ -25,7 +25,8 @@ from vidur.execution_time_predictor import (
 )
 from vidur.types import BaseIntEnum
 
-from vidur_specdec.hardware.collectives import DEFAULT_ALL_REDUCE, all_reduce_model
+from vidur_specdec.config import DEFAULT_ALL_REDUCE
+from vidur_specdec.hardware.collectives import all_reduce_model
 from vidur_specdec.hardware.devices import DeviceSpec
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the fitting side of the predictor)

@@ -49,7 +49,7 @@ from vidur_specdec.costs import memory
 from vidur_specdec.speculation import proposers
 from vidur_specdec.costs import step_overheads
 from vidur_specdec.costs import verify_cost
-from vidur_specdec.config import ConfigError, RunConfig
+from vidur_specdec.config import GLOBAL_SCHEDULERS as GLOBAL_SCHEDULER_NAMES, ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
 from vidur_specdec.engine.warnings import config_warnings
 from vidur_specdec.engine.metrics import StepRecorder, requests_frame, summarize
@@ -287,18 +287,17 @@ def prepare(cfg: RunConfig) -> Prepared:
         k_schedule=[tuple(r) for r in spec.num_speculative_tokens_per_batch_size]
         if spec.enabled and spec.num_speculative_tokens_per_batch_size else None,
         proposals=ProposalModel.from_config(cfg),
-        num_lookahead_tokens=proposer.num_lookahead_tokens(spec.num_speculative_tokens) if spec.enabled else 0,
+        num_lookahead_tokens=proposers.lookahead_tokens(cfg),
         drafter_sync=bool(spec.enabled and proposer.drafter_forward),
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings)
 
 
-#: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged).
-GLOBAL_SCHEDULERS = {
-    "round_robin": RoundRobinGlobalSchedulerConfig,
-    "lor": LORGlobalSchedulerConfig,  # least outstanding requests: fewest queued, ties to the lowest replica id
-}
+#: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged), keyed by
+#: Vidur's own type name; ``lor`` is least outstanding requests: fewest queued, ties to the lowest replica id.
+GLOBAL_SCHEDULERS = {str(c.get_type()): c for c in (RoundRobinGlobalSchedulerConfig, LORGlobalSchedulerConfig)}
+assert tuple(GLOBAL_SCHEDULERS) == GLOBAL_SCHEDULER_NAMES, "parallel.global_scheduler's choices must be Vidur's"
 
 
 def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=None) -> SimulationConfig:

@@ -46,7 +46,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from vidur_specdec.hardware import collectives_fit as FIT
 from vidur_specdec.hardware import custom_all_reduce as CUSTOM_AR
-from vidur_specdec.config import DEFAULT_ALL_REDUCE as _CONFIG_DEFAULT
+from vidur_specdec.config import DEFAULT_ALL_REDUCE
 from vidur_specdec.config.registry import register_choices
 from vidur_specdec.hardware.devices import DeviceSpec
 
@@ -85,7 +85,7 @@ ALL_REDUCE_MODELS: Dict[str, Callable[[DeviceSpec, int, int], float]] = {
     "vllm_custom": vllm_custom_all_reduce_ms,
     "nccl": all_reduce_ms,
 }
-DEFAULT_ALL_REDUCE = _CONFIG_DEFAULT  # "vllm_custom": the simulator mimics vLLM, whose default is the custom all-reduce
+# engine.all_reduce's default is the config's (vidur_specdec.config.schema); it must name a model here
 assert DEFAULT_ALL_REDUCE in ALL_REDUCE_MODELS, "engine.all_reduce's default must be a registered model"
 register_choices("engine.all_reduce", lambda: tuple(ALL_REDUCE_MODELS))
 

@@ -301,8 +301,8 @@ def _dataset(csv_path: Path, out_path: Path) -> Dict:
             "answer": answer(rows, lambda m: labels[m], deployment_key, deployment_label),
             "deployments": [deployment_label(d) for d in deps],
             "rows": [dict({c: r.get(c) for c in KEEP}, dep=deps.index(deployment_key(r))) for r in rows],
-            "method_labels": {m: method_label(m, rows) for m in methods},
-            "proposers": ", ".join(method_label(m, rows) for m in methods)}
+            "method_labels": labels,
+            "proposers": ", ".join(labels[m] for m in methods)}
 
 
 def _source_html(i: int, ds: Dict) -> str:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_specdec.config import RunConfig
+from vidur_specdec.config.seeds import PROMPT_IDS_STREAM, WORKLOAD_STREAM
 from vidur_specdec.validate.common import ValidateError, write_text
 from vidur_specdec.engine.workload import read_trace_frame
 
@@ -52,7 +53,7 @@ def draw_arrivals_and_lengths(cfg: RunConfig, arrival: str, cv: float = 1.0,
         raise ValidateError(f"--arrival: must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
     if not cv > 0:
         raise ValidateError(f"--cv: must be > 0, got {cv}")
-    rng = np.random.default_rng([seed, 1])
+    rng = np.random.default_rng([seed, WORKLOAD_STREAM])
     n = w.num_requests
     shape = 1.0 / cv ** 2
     arrivals = np.cumsum(rng.gamma(shape, 1.0 / (w.qps * shape), size=n))
@@ -66,7 +67,7 @@ def prompt_ids(lengths: Sequence[int], seed: int, token_id_range=DEFAULT_TOKEN_R
     lo, hi = token_id_range
     if not 0 <= lo < hi:
         raise ValidateError(f"--token-id-range: need 0 <= lo < hi, got {lo} {hi}")
-    rng = np.random.default_rng([seed, 2])
+    rng = np.random.default_rng([seed, PROMPT_IDS_STREAM])
     return [rng.integers(lo, hi, size=int(n)).tolist() for n in lengths]
 
 

@@ -204,7 +204,7 @@ def mlp_op_times(
         fdev = fp8_device(device)
 
         def lin(tok, k, n):
-            return gemm_ms(tok, k, n, fdev, g, b, weight_b=1)
+            return gemm_ms(tok, k, n, fdev, g, b, weight_b=spec.linear_weight_bytes)
     else:
         def lin(tok, k, n):
             return gemm_ms(tok, k, n, device, g, b)

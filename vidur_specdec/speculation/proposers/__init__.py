@@ -53,6 +53,12 @@ def build(cfg, target_time, cache_dir=None, **context) -> Proposer:
     return REGISTRY[spec.method].from_config(cfg, target_time, cache_dir, **context)
 
 
+def lookahead_tokens(cfg) -> int:
+    """vLLM's ``num_lookahead_tokens`` for a run config (tokens): see :meth:`Proposer.num_lookahead_tokens`."""
+    spec = cfg.speculative
+    return REGISTRY[spec.method].num_lookahead_tokens(spec.num_speculative_tokens) if spec.enabled else 0
+
+
 def weights_name(cfg) -> Optional[str]:
     """The drafter's or head's weights for vLLM's ``speculative_config["model"]`` (None: ngram, fixed, none)."""
     spec = cfg.speculative
