@@ -11,7 +11,7 @@ and profile tools start quickly. The package is laid out by layer, bottom to
 top: ``config`` (schema, files, errors), ``hardware``, ``architectures``,
 ``costs``, ``speculation``, ``engine``, ``console`` (command-line plumbing),
 the applications ``sweep``, ``validate``, ``report``, ``profiles``, then
-``tune``, and the dispatcher ``cli`` / ``main``; a lower layer never imports a
+``tune`` and the ``run`` subcommand, and the dispatcher ``cli`` / ``main``; a lower layer never imports a
 higher one (the import contract in ``pyproject.toml``).
 """
 

@@ -41,7 +41,7 @@ from vidur_specdec.console import (  # noqa: F401 (re-exported)
 
 # (name, module, one-line help): the subcommands, in --help order.
 SUBCOMMANDS = [
-    ("run", "vidur_specdec.main", "simulate one run config; writes requests.csv, steps.csv, summary.json"),
+    ("run", "vidur_specdec.run", "simulate one run config; writes requests.csv, steps.csv, summary.json"),
     ("sweep", "vidur_specdec.sweep.cli", "run every row of a sweep file, in parallel and resumably, into one CSV"),
     ("report", "vidur_specdec.report", "write the results explorer page (HTML) for a sweep CSV"),
     ("tune", "vidur_specdec.tune.cli", "find where speculation stops paying, the best k per load and a per-batch-size k schedule; write a vLLM speculative_config"),
