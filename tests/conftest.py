@@ -1,5 +1,6 @@
 """Shared fixtures: the measured Vidur profiles beside the checkout and small run configs."""
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -21,6 +22,27 @@ def measured_profiles() -> str:
     if not (MEASURED / "a100/meta-llama/Llama-2-7b-hf/mlp.csv").is_file():
         pytest.skip("../shared/vidur-profiles is not beside this checkout")
     return str(MEASURED)
+
+
+@contextlib.contextmanager
+def each_batch(check):
+    """While in use, ``check(scheduler, batch)`` sees every batch the speculative replica scheduler forms
+    (a spy on its ``_get_next_batch``, Vidur's hook; restored on exit)."""
+    from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
+
+    orig = SpecSarathiReplicaScheduler._get_next_batch
+
+    def spy(sched, time):
+        batch = orig(sched, time)
+        if batch is not None:
+            check(sched, batch)
+        return batch
+
+    SpecSarathiReplicaScheduler._get_next_batch = spy
+    try:
+        yield
+    finally:
+        SpecSarathiReplicaScheduler._get_next_batch = orig
 
 
 def small(num_requests=60, qps=4.0, method="ngram", k=4, alpha=0.7, **extra):

@@ -82,7 +82,7 @@ class SimulationResult:
 def reset_vidur_ids() -> None:
     """Reset Vidur's class-level id counters so another simulation can run in this process."""
     _reset_entity_counters(BaseEntity)
-    BaseEvent._id = 0
+    BaseEvent._id = 0  # Vidur has no public reset for these class-level counters
 
 
 def _reset_entity_counters(cls) -> None:
@@ -422,9 +422,9 @@ def run_vidur_sarathi(config: Union[str, Path, Mapping, RunConfig, None] = None,
             # Vidur's assertion (SpecRequest.restart fixes it; found by tests/test_properties.py)
             raise ConfigError(f"scheduler.num_blocks: Vidur's own Sarathi cannot preempt a request and "
                               f"{p.memory.num_blocks} KV blocks force preemption; give more blocks") from None
-        reqs = sim._request_generator.requests
+        reqs = sim._request_generator.requests  # Vidur's Simulator has no public accessor for its generator
     return pd.DataFrame({
         "arrived_at_s": [r.arrived_at for r in reqs],
-        "first_token_s": [r._prefill_completed_at for r in reqs],
-        "completed_at_s": [r._completed_at for r in reqs],
+        "first_token_s": [r.prefill_completed_at for r in reqs],
+        "completed_at_s": [r.completed_at for r in reqs],
     })
