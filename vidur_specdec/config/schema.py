@@ -83,7 +83,7 @@ class WorkloadConfig:
 
 @dataclass
 class SchedulerConfig:
-    """Sarathi replica scheduler (pipeline parallel 1, tensor parallel 1)."""
+    """Sarathi replica scheduler of each replica (pipeline parallel 1; tensor parallel: :class:`ParallelConfig`)."""
 
     chunk_size: Optional[int] = _f(None, lo=1, hi=1_000_000, doc="alias of max_num_batched_tokens")
     batch_size_cap: Optional[int] = _f(None, lo=1, hi=100_000, doc="alias of max_num_seqs")

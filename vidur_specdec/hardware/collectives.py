@@ -220,7 +220,7 @@ FLOOR_MS = {floor:.6f}  # smallest time of any all-reduce call, ms
 LATENCY_MS = {lat:.6f}  # start-up of the bandwidth-bound regime, ms
 HOP_MS = {hop:.6f}  # extra start-up per additional GPU in the ring, ms
 BUS_BANDWIDTH = {bw:.6e}  # effective bus bandwidth on the reference device, bytes/s
-REFERENCE_NVLINK_BANDWIDTH = 600e9  # A100 NVLink3, bytes/s per GPU (devices.py); scaled by the device's
+REFERENCE_NVLINK_BANDWIDTH = 600e9  # A100 NVLink3, bytes/s per GPU (hardware/devices.py); scaled by the device's
 
 # median |relative error| over all sizes on the held-out rows ("file:GPUs"): a test holds the model to these
 HELD_OUT_MEDIAN_ABS_ERR = {held!r}

@@ -46,7 +46,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     c.add_argument("--measured", required=True, help="folder with measured mlp.csv and attention[.sample].csv")
     k = sub.add_parser(
         "calibrate",
-        help="print the error table against Vidur's measured A100 profiles; with --write, refit params.py first",
+        help="print the error table against Vidur's measured A100 profiles; with --write, refit costs/profiles/params.py first",
     )
     k.add_argument("--shared", default=None,
                    help="measured profiles root (default: ../shared/vidur-profiles beside the checkout)")

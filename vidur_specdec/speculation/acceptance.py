@@ -153,10 +153,6 @@ class AcceptanceModel:
         cdf = self._cdf_list if a is None else self._cdf(pmf_from_rates([a] * self.k))
         return RequestAcceptance(cdf, self.k, self.stream(request.index, request.output_tokens))
 
-    def accepted(self, uniform: float, guesses: int) -> int:
-        """Accepted guesses for one draw when ``guesses`` (<= k) were proposed (mean-rate pmf)."""
-        return min(bisect_right(self._cdf_list, uniform), guesses, self.k)
-
 
 def build(spec, seed: int):
     """The acceptance model for a run (a trace replay or a pmf model), or None when speculation is off."""
