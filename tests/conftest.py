@@ -12,9 +12,18 @@ MEASURED = SHARED / "vidur-profiles"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _private_predictor_cache(tmp_path_factory):
-    """Keep the tests' fitted-predictor cache out of the user's home (subprocesses inherit it)."""
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+def _private_predictor_cache(request, tmp_path_factory):
+    """The tests' fitted predictors and built profiles: out of the user's home (subprocesses inherit it),
+    shared by every test of a session and kept between sessions in pytest's cache folder
+    (``.pytest_cache``). Entries are keyed by the bytes of their inputs and of the code that fits or
+    builds them, so a kept entry is never stale. ``SPECDEC_TEST_COLD_CACHE=1`` (or ``-p no:cacheprovider``)
+    starts from an empty one."""
+    cache = getattr(request.config, "cache", None)
+    if cache is None or os.environ.get("SPECDEC_TEST_COLD_CACHE") == "1":
+        path = tmp_path_factory.mktemp("xdg-cache")
+    else:
+        path = cache.mkdir("xdg-cache")
+    os.environ["XDG_CACHE_HOME"] = str(path)
 
 
 @pytest.fixture(scope="session")
