@@ -38,6 +38,7 @@ from vidur_specdec.console import (  # noqa: F401 (re-exported)
     guarded,
     report_error,
 )
+from vidur_specdec import __version__
 
 # (name, module, one-line help): the subcommands, in --help order.
 SUBCOMMANDS = [
@@ -58,7 +59,6 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     ap = Parser(prog=PROG, description="Simulate speculative decoding in LLM serving on Vidur. "
                                        "Exit status: 0 ok, 2 bad input, 3 failed external service, "
                                        "130 interrupted.")
-    from vidur_specdec import __version__
 
     ap.add_argument("--version", action="version", version=f"vidur_specdec {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)

@@ -38,6 +38,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def _classic(args: argparse.Namespace) -> int:
     if is_sweep_file(args.config):
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.sweep)
         from vidur_specdec.sweep.cli import run as run_sweep_command
 
         return run_sweep_command(args)

@@ -34,7 +34,7 @@ from typing import Callable, Optional
 import yaml
 
 from vidur_specdec import console
-from vidur_specdec.config import ConfigError
+from vidur_specdec.config import ConfigError, read_yaml
 from vidur_specdec.engine.resolve import load
 
 
@@ -82,6 +82,7 @@ class RunFolder:
             self._check_writable(self.default_parent)
             return
         p, opt = self.requested, self.option
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.outfolder)
         from vidur_specdec import outfolder
 
         outfolder.check(p, "run", self.overwrite, opt, resumes=False)
@@ -90,6 +91,7 @@ class RunFolder:
     def _check_writable(self, folder: Path) -> None:
         """The nearest existing folder at or above ``folder`` must be a folder we can create files in."""
         opt = self.option
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.outfolder)
         from vidur_specdec.outfolder import stat_path
 
         stat_path(folder, opt)  # a symlink loop: one line naming the user's path
@@ -198,7 +200,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def is_sweep_file(path: str) -> bool:
-    from vidur_specdec.config import read_yaml
     from vidur_specdec.sweep.definition import is_sweep
 
     return is_sweep(read_yaml(path))
@@ -216,6 +217,7 @@ def run_one(args: argparse.Namespace) -> int:
     """Simulate the run config of ``args`` (``config``, ``overrides``, ``output_dir``, ``overwrite``); exit status."""
     cfg = load(args.config, args.overrides)
     RunFolder(args.output_dir, overwrite=getattr(args, "overwrite", False)).check()  # before any work
+    # lazy: start-up cost of scipy, sklearn, vidur
     from vidur_specdec.engine.simulation import prepare, run_prepared
 
     prepared = prepare(cfg)
@@ -241,6 +243,7 @@ def run_one(args: argparse.Namespace) -> int:
           f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; "
           f"simulated in {wall:.1f} s)")
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
+    # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.engine.metrics)
     from vidur_specdec.engine.metrics import flip_warning
 
     flips = flip_warning(s)

@@ -62,6 +62,7 @@ from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.engine.workload import RequestSpec
+from vidur_specdec.speculation.proposers.pairing import describe_proposer
 
 logging.getLogger("vidur").setLevel(logging.WARNING)
 
@@ -377,7 +378,6 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
-    from vidur_specdec.speculation.proposers.pairing import describe_proposer
 
     extra.update(describe_proposer(p.cfg))
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics

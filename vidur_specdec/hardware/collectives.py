@@ -49,6 +49,7 @@ from vidur_specdec.hardware import custom_all_reduce as CUSTOM_AR
 from vidur_specdec.config import DEFAULT_ALL_REDUCE
 from vidur_specdec.config.registry import register_choices
 from vidur_specdec.hardware.devices import DeviceSpec
+import numpy as np
 
 TIME_COL = "time_stats.all_reduce.median"
 
@@ -106,8 +107,6 @@ def _link_ratio(device: DeviceSpec) -> float:
 
 def _model(theta: Sequence[float], world, nbytes):
     """t(n, B) in ms for parameters (floor_ms, latency_ms, hop_ms, bus_bandwidth bytes/s); numpy-friendly."""
-    import numpy as np
-
     floor, lat, hop, bw = theta
     n = np.asarray(world, dtype=float)
     b = np.asarray(nbytes, dtype=float)
@@ -136,7 +135,6 @@ def load_points(network: Path, rel: str, world: int):
     Binning (median of the rows whose size falls in each half-octave) damps
     the run-to-run noise of single small-message measurements.
     """
-    import numpy as np
     import pandas as pd
 
     path = Path(network) / rel
@@ -153,7 +151,6 @@ def load_points(network: Path, rel: str, world: int):
 
 def fit(points: List[Tuple[int, "object", "object"]]) -> Tuple[float, float, float, float]:
     """Least squares on log time (robust loss) over (world, sizes, times) groups."""
-    import numpy as np
     from scipy.optimize import least_squares
 
     n = np.concatenate([np.full(len(s), w, float) for w, s, _ in points])
@@ -170,8 +167,6 @@ def fit(points: List[Tuple[int, "object", "object"]]) -> Tuple[float, float, flo
 
 def error_table(theta, network: Path) -> List[Dict]:
     """Signed median, median |.| and max |.| relative error per (file, GPUs, size band)."""
-    import numpy as np
-
     rows = []
     for role, groups in (("fitted", FIT_ON), ("held out", HELD_OUT), ("out of scope", OUT_OF_SCOPE)):
         for rel, w in groups:

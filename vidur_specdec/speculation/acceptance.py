@@ -159,6 +159,7 @@ def build(spec, seed: int):
     if not spec.enabled:
         return None
     if spec.acceptance_input() == "acceptance_trace":
+        # lazy: start-up cost of pandas
         from vidur_specdec.speculation.acceptance_trace import TraceAcceptance, read_trace
 
         return TraceAcceptance(read_trace(spec.acceptance_trace), acceptance_positions(spec))

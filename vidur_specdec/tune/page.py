@@ -223,6 +223,7 @@ def answer(summ: Dict, unit: str) -> str:
 
 
 def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
+    # lazy: start-up cost of plotly
     from plotly.offline import get_plotlyjs
 
     rows = read_points(csv_path)

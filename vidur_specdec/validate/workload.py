@@ -30,7 +30,7 @@ import pandas as pd
 from vidur_specdec.config import RunConfig
 from vidur_specdec.config.seeds import PROMPT_IDS_STREAM, WORKLOAD_STREAM
 from vidur_specdec.validate.common import ValidateError, write_text
-from vidur_specdec.engine.workload import read_trace_frame
+from vidur_specdec.engine.workload import draw_lengths, generate, read_trace_frame
 
 ARRIVALS = ("poisson", "gamma", "static")
 TRACE_COLUMNS = ["request_id", "arrival_offset_s", "prompt_tokens", "output_tokens", "prompt_token_ids"]
@@ -40,8 +40,6 @@ DEFAULT_TOKEN_RANGE = (1000, 30000)  # inside every Llama-2 vocabulary and clear
 def draw_arrivals_and_lengths(cfg: RunConfig, arrival: str, cv: float = 1.0,
                               seed: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Arrival offsets (s), prompt and output lengths for ``cfg.workload`` (num_requests, qps, lengths)."""
-    from vidur_specdec.engine.workload import draw_lengths, generate
-
     seed = cfg.seed if seed is None else seed
     w = copy.deepcopy(cfg.workload)
     if arrival in ("poisson", "static"):

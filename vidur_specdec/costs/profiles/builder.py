@@ -18,6 +18,7 @@ import pandas as pd
 
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.costs.profiles import params as P
+from vidur_specdec.hardware.devices import DeviceError, DeviceSpec, get_device
 
 STAT_SUFFIXES = ("min", "max", "mean", "median", "std")
 
@@ -82,8 +83,6 @@ def device_fields(device) -> Dict:
     :func:`vidur_specdec.hardware.devices.get_device`), a DeviceSpec, or a mapping that
     already holds those figures.
     """
-    from vidur_specdec.hardware.devices import DeviceError, DeviceSpec, get_device
-
     if isinstance(device, Mapping) and not isinstance(device, DeviceSpec):
         return dict(device)
     try:

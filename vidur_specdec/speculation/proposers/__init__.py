@@ -20,6 +20,7 @@ import pkgutil
 
 from vidur_specdec.config.registry import register_choices
 from vidur_specdec.speculation.proposers.base import REGISTRY, Proposer, ProposerContext, register  # noqa: F401
+from vidur_specdec.architectures.models import resolve_model
 
 for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _m.name.startswith("_") and _m.name not in ("base", "heads", "head_cost", "pairing"):
@@ -64,7 +65,6 @@ def weights_name(cfg) -> Optional[str]:
     spec = cfg.speculative
     if not spec.enabled:
         return None
-    from vidur_specdec.architectures.models import resolve_model
 
     return REGISTRY[spec.method].weights_name(cfg, resolve_model(cfg.model, "model"))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
+from vidur_specdec.architectures.models import resolve_model
 
 REGISTRY: Dict[str, type] = {}
 
@@ -138,6 +139,5 @@ def _target_spec(cfg, context):
     dep = context.get("deployment")
     if dep is not None:
         return dep.model
-    from vidur_specdec.architectures.models import resolve_model
 
     return resolve_model(cfg.model, "model")

@@ -29,7 +29,7 @@ multi-query read the target's verify step is. Times in ms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
 from vidur_specdec.costs.profiles.params import DTYPE_BYTES
@@ -118,8 +118,6 @@ class PassOverheads:
 
     def bound(self, device) -> "PassOverheads":
         """The same settings priced on ``device`` (the target's GPU)."""
-        from dataclasses import replace
-
         return replace(self, device=device)
 
     def _bytes_ms(self, nbytes: float) -> float:

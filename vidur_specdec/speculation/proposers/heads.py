@@ -20,13 +20,14 @@ head over the full vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional, Tuple
 
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs.profiles.params import DTYPE_BYTES
+from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,6 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         p = Path(name).expanduser()
         if not p.is_file():
             raise ConfigError(f"{key}: file not found: {p}")
-        from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
         try:
             text = p.read_text(encoding="utf-8")
@@ -217,8 +217,6 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         raise ConfigError(f"{key}: {head.name}'s layer (heads {head.num_heads}, kv heads {head.num_kv_heads}, "
                           f"ffn {head.ffn_size}) differs from {target.name}'s; it is priced by the target's profile")
     if method == "eagle3" and cfg.speculative.draft_vocab_size is not None:
-        from dataclasses import replace
-
         head = replace(head, draft_vocab_size=cfg.speculative.draft_vocab_size)
     return head
 

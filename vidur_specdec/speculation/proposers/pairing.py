@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from vidur_specdec.speculation.proposers.heads import KNOWN_HEADS
+from vidur_specdec.speculation.proposers import weights_name
 
 _SAME = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct"}
 
@@ -35,7 +36,6 @@ def describe_proposer(cfg) -> Dict:
     spec = cfg.speculative
     if not spec.enabled:
         return {"proposer_weights": None, "proposer_pairing_warning": None}
-    from vidur_specdec.speculation.proposers import weights_name
 
     try:
         name = weights_name(cfg)
