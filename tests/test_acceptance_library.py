@@ -67,3 +67,17 @@ def test_published_curve_at_k3_predicts_the_others():
     for k, published in curve.items():
         got = across_k.mean_length(across_k.rates_at("eagle3", k, curve[3], 3))
         assert got == pytest.approx(published, abs=0.05)
+
+
+def test_the_held_out_table_in_the_docs_is_current():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("acceptance_across_k", root / "scripts" / "acceptance_across_k.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (root / "docs" / "model.md").read_text()
+    begin, end = mod.BEGIN, mod.END
+    assert text[text.index(begin):text.index(end) + len(end)] == mod.block(), \
+        "stale: run python scripts/acceptance_across_k.py --write"

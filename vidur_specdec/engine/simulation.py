@@ -378,9 +378,11 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
+    from vidur_specdec.speculation.acceptance_source import describe as describe_acceptance
     from vidur_specdec.speculation.proposers.pairing import describe_proposer
 
     extra.update(describe_proposer(p.cfg))
+    extra.update(describe_acceptance(p.cfg))  # published rows, the across-k model or the default; {} if given
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics
     extra["warmup_requests"] = warm
     measured = req.sort_values(["arrived_at_s", "request_id"]).iloc[warm:].sort_index() if warm else req

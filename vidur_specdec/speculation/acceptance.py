@@ -25,6 +25,10 @@ request draws its own α_i ~ Beta(α·c, (1 − α)·c) with concentration
 length, convex in α, then comes out *above* L(α) (Jensen): spread keeps the
 mean rate, not the mean length.
 
+**Context factor** (published acceptance only, ``context`` in ``speculative.acceptance_factors``):
+each request's rates have α_1 scaled by the factor of its prompt length
+(:func:`vidur_specdec.speculation.acceptance_factors.context_factor`; 1 up to 2k tokens).
+
 Draws come from one seeded stream per request (keyed by the run seed, a tag that
 sets them apart from the workload's stream, and the request's index), one
 uniform per decode step, so a request's acceptance does not depend on what else
@@ -107,7 +111,7 @@ class AcceptanceModel:
     """A pmf over accepted guesses 0..k plus per-request seeded draws (and an optional per-request rate)."""
 
     def __init__(self, pmf: Sequence[float], seed: int, alpha: Optional[float] = None,
-                 spread: Optional[float] = None) -> None:
+                 spread: Optional[float] = None, context_rates: Optional[Sequence[float]] = None) -> None:
         pmf = np.asarray(pmf, dtype=float)
         if pmf.ndim != 1 or len(pmf) < 1 or (pmf < 0).any() or abs(pmf.sum() - 1.0) > 1e-6:
             raise ValueError(f"acceptance pmf must be non-negative and sum to 1, got {pmf.tolist()}")
@@ -117,6 +121,8 @@ class AcceptanceModel:
         self._seed = int(seed)
         self.alpha = alpha
         self.spread = spread or 0.0
+        self._context_rates = list(context_rates) if context_rates is not None else None  # scaled per request
+        self._context_cdfs = {}
 
     @staticmethod
     def _cdf(pmf) -> List[float]:
@@ -132,7 +138,9 @@ class AcceptanceModel:
         if used == "acceptance_histogram":
             return cls(spec.acceptance_histogram, seed)
         if used == "acceptance_per_position":
-            return cls(pmf_from_rates(spec.acceptance_per_position), seed)
+            rates = spec.acceptance_per_position
+            context = spec.acceptance_source == "published" and "context" in spec.acceptance_factors
+            return cls(pmf_from_rates(rates), seed, context_rates=rates if context else None)
         alpha = alpha_for_config(spec)
         return cls(pmf_from_rates([alpha] * k), seed, alpha, spec.acceptance_spread)
 
@@ -159,7 +167,20 @@ class AcceptanceModel:
         """The acceptance source of one request (keyed by its workload index)."""
         a = self.request_alpha(request.index)
         cdf = self._cdf_list if a is None else self._cdf(pmf_from_rates([a] * self.k))
+        if self._context_rates is not None:
+            cdf = self._context_cdf(request.prompt_tokens)
         return RequestAcceptance(cdf, self.k, self.stream(request.index, request.output_tokens))
+
+    def _context_cdf(self, prompt_tokens: int) -> List[float]:
+        """The cdf of a request whose context is ``prompt_tokens`` long (the published rates below 2k tokens)."""
+        from vidur_specdec.speculation.acceptance_factors import context_factor, scale_first
+
+        f = context_factor(prompt_tokens)
+        if f >= 1.0:
+            return self._cdf_list
+        if f not in self._context_cdfs:
+            self._context_cdfs[f] = self._cdf(pmf_from_rates(scale_first(self._context_rates, f)))
+        return self._context_cdfs[f]
 
     def accepted(self, uniform: float, guesses: int) -> int:
         """Accepted guesses for one draw when ``guesses`` (<= k) were proposed (mean-rate pmf)."""
