@@ -11,7 +11,8 @@
 * ``published`` — the library's row(s) for (target, drafter, ``workload.dataset``) at the run's k
   (:func:`published`), written into ``acceptance_per_position`` (conditional rates; the per-request
   context factor is applied when each request draws). Chosen when asked for, or when no key is
-  given and the library knows the pair. No match: one line listing the nearest rows.
+  given and the library knows the pair on a chat-like dataset (mt-bench; a mixed one). No match:
+  one line listing the nearest rows.
 * ``default`` — nothing given and the library does not know the pair: the schema's α = 0.7, with
   one warning line and ``acceptance_source: default`` in ``summary.json``.
 
@@ -30,6 +31,7 @@ from vidur_specdec.speculation import across_k, library
 from vidur_specdec.speculation.tree import acceptance_positions
 
 DEFAULT_DATASET = "mt-bench"
+AUTO_CATEGORIES = ("chat", "mixed")  # rows used without being asked for (no acceptance key, no workload.dataset)
 
 
 @dataclass(frozen=True)
@@ -167,8 +169,14 @@ def resolve_acceptance(cfg) -> None:
             source = "given"
         elif library_keys:
             source = "published"
+        elif s.speculative_token_tree is not None:  # the library's rows are chains
+            source = "default"
         else:
-            source = "published" if _lookup(cfg, strict=False) is not None else "default"
+            found = _lookup(cfg, strict=False)  # unasked, only a chat-like row stands in for an unnamed workload
+            source = "published" if found is not None and found.rows[0].category in AUTO_CATEGORIES else "default"
+    if source == "published" and s.speculative_token_tree is not None:
+        raise ConfigError("speculative.speculative_token_tree: the library's rows are chain drafts and a tree "
+                          "accepts more at the same depth; give the tree's acceptance (mean_acceptance_length)")
     if source == "published":
         extra = sorted((given or frozenset()) - {"acceptance_per_position"})
         if extra:
@@ -187,6 +195,9 @@ def resolve_acceptance(cfg) -> None:
 
 
 def _resolve_at_k(s) -> None:
+    if s.speculative_token_tree is not None:
+        raise ConfigError("speculative.acceptance_at_k: the across-k model is for chain drafts, not "
+                          "speculative_token_tree; give the tree's own mean_acceptance_length")
     if s.mean_acceptance_length is None:
         raise ConfigError("speculative.acceptance_at_k: the k a mean_acceptance_length was measured at; give "
                           "speculative.mean_acceptance_length")
@@ -243,3 +254,26 @@ def default_warning(cfg) -> Optional[str]:
     return (f"speculative.acceptance_rate: no acceptance given and the library has no row for {cfg.model} with "
             f"{drafter}: using the default alpha {s.acceptance_rate:g}{extra}; set the acceptance you measured "
             "(python -m vidur_specdec acceptance lists the published ones)")
+
+
+def acceptance_for(target: str, drafter: str, k: int, dataset: Optional[str] = None,
+                   method: Optional[str] = None, temperature: Optional[float] = None) -> Published:
+    """Published acceptance for (target, drafter, dataset) at ``k`` guesses, for callers outside a run
+    (tune, sweeps): conditional rates, the rows used and how; ``method`` defaults to the pair's rows'.
+    ConfigError listing the nearest rows when the library has no row for the pair."""
+    if method is None:
+        pair = library.find(target=target, drafter=drafter)
+        method = pair[0].method if pair else "eagle3"
+    return published(target, drafter, method, int(k), dataset, temperature)
+
+
+def drafters_for(target: str) -> List[Dict]:
+    """The drafters the library knows for ``target``: ``{"drafter", "method", "datasets", "ks"}`` in file order."""
+    out: Dict[str, Dict] = {}
+    for r in library.find(target=target):
+        d = out.setdefault(r.drafter, {"drafter": r.drafter, "method": r.method, "datasets": [], "ks": []})
+        if r.dataset not in d["datasets"]:
+            d["datasets"].append(r.dataset)
+        if r.k not in d["ks"]:
+            d["ks"].append(r.k)
+    return [dict(v, ks=sorted(v["ks"])) for v in out.values()]
