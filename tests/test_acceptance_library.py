@@ -81,3 +81,16 @@ def test_the_held_out_table_in_the_docs_is_current():
     begin, end = mod.BEGIN, mod.END
     assert text[text.index(begin):text.index(end) + len(end)] == mod.block(), \
         "stale: run python scripts/acceptance_across_k.py --write"
+
+
+def test_acceptance_subcommand_lists_and_filters(capsys):
+    from vidur_specdec import cli
+
+    assert cli.main(["acceptance", "--drafter", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and "L=2.6" in out[0] and "test_acceptance_length.py@" in out[0]
+    assert out[1] == "1 rows, 1 (target, drafter, dataset) pairs"
+    assert cli.main(["acceptance", "--contains", "no-such-model"]) == 2
+    assert capsys.readouterr().err.startswith("error: acceptance: no row matches")
+    assert cli.main(["acceptance", "--families"]) == 0
+    assert "eagle3" in capsys.readouterr().out
