@@ -114,3 +114,19 @@ def test_context_factor_lowers_a_long_requests_acceptance():
     off = load(None, L8 + [f"speculative.model={REDHAT}", "speculative.acceptance_source=published",
                            "speculative.acceptance_factors=[]"])
     assert AcceptanceModel.from_config(off.speculative, 0)._context_rates is None
+
+
+def test_a_traces_per_request_categories_scale_published_acceptance(tmp_path):
+    trace = tmp_path / "t.csv"
+    rows = ["arrived_at_s,prompt_tokens,output_tokens,category"]
+    rows += [f"0,256,256,{'coding' if i % 2 else 'chat'}" for i in range(40)]
+    trace.write_text("\n".join(rows) + "\n")
+    base = L8 + [f"speculative.model={REDHAT}", "speculative.num_speculative_tokens=3",
+                 "speculative.acceptance_source=published", "workload.arrival=trace",
+                 f"workload.trace_file={trace}"]
+    req = simulate(None, base).requests
+    per = req.groupby(req.index % 2).apply(lambda d: 1 + d["accepted_tokens"].sum() / d["decode_steps"].sum())
+    assert per[1] > per[0] + 0.3  # coding requests (odd) accept more than chat ones (factor 1.43 on L - 1)
+    plain = simulate(None, base + ["speculative.acceptance_factors=[context]"]).requests
+    same = plain.groupby(plain.index % 2).apply(lambda d: 1 + d["accepted_tokens"].sum() / d["decode_steps"].sum())
+    assert abs(same[1] - same[0]) < 0.2

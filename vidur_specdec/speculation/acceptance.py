@@ -25,9 +25,11 @@ request draws its own α_i ~ Beta(α·c, (1 − α)·c) with concentration
 length, convex in α, then comes out *above* L(α) (Jensen): spread keeps the
 mean rate, not the mean length.
 
-**Context factor** (published acceptance only, ``context`` in ``speculative.acceptance_factors``):
-each request's rates have α_1 scaled by the factor of its prompt length
-(:func:`vidur_specdec.speculation.acceptance_factors.context_factor`; 1 up to 2k tokens).
+**Per-request factors** (published acceptance only): with ``context`` in
+``speculative.acceptance_factors`` each request's α_1 is scaled by the factor of its prompt length
+(:func:`vidur_specdec.speculation.acceptance_factors.context_factor`; 1 up to 2k tokens); with
+``dataset``, a request whose trace gives a ``category`` is scaled by c(its category) / c(the row's)
+(:func:`~vidur_specdec.speculation.acceptance_factors.category_ratio`; 1 for an unknown category).
 
 Draws come from one seeded stream per request (keyed by the run seed, a tag that
 sets them apart from the workload's stream, and the request's index), one
@@ -123,6 +125,9 @@ class AcceptanceModel:
         self.spread = spread or 0.0
         self._context_rates = list(context_rates) if context_rates is not None else None  # scaled per request
         self._context_cdfs = {}
+        self._use_context = True
+        self._categories: Optional[List[Optional[str]]] = None  # per request index, with the row's category
+        self._row_category: Optional[str] = None
 
     @staticmethod
     def _cdf(pmf) -> List[float]:
@@ -139,8 +144,10 @@ class AcceptanceModel:
             return cls(spec.acceptance_histogram, seed)
         if used == "acceptance_per_position":
             rates = spec.acceptance_per_position
-            context = spec.acceptance_source == "published" and "context" in spec.acceptance_factors
-            return cls(pmf_from_rates(rates), seed, context_rates=rates if context else None)
+            published = spec.acceptance_source == "published" and bool(spec.acceptance_factors)
+            model = cls(pmf_from_rates(rates), seed, context_rates=rates if published else None)
+            model._use_context = "context" in spec.acceptance_factors
+            return model
         alpha = alpha_for_config(spec)
         return cls(pmf_from_rates([alpha] * k), seed, alpha, spec.acceptance_spread)
 
@@ -168,15 +175,28 @@ class AcceptanceModel:
         a = self.request_alpha(request.index)
         cdf = self._cdf_list if a is None else self._cdf(pmf_from_rates([a] * self.k))
         if self._context_rates is not None:
-            cdf = self._context_cdf(request.prompt_tokens)
+            cdf = self._context_cdf(request.prompt_tokens, self._category_of(request.index))
         return RequestAcceptance(cdf, self.k, self.stream(request.index, request.output_tokens))
 
-    def _context_cdf(self, prompt_tokens: int) -> List[float]:
-        """The cdf of a request whose context is ``prompt_tokens`` long (the published rates below 2k tokens)."""
-        from vidur_specdec.speculation.acceptance_factors import context_factor, scale_first
+    def set_categories(self, categories: Sequence[Optional[str]], row_category: str) -> None:
+        """Per-request workload categories (by request index) and the category of the published row."""
+        if self._context_rates is not None and any(c is not None for c in categories):
+            self._categories, self._row_category = list(categories), row_category
 
-        f = context_factor(prompt_tokens)
-        if f >= 1.0:
+    def _category_of(self, index: int) -> Optional[str]:
+        if self._categories is None or index >= len(self._categories):
+            return None
+        return self._categories[index]
+
+    def _context_cdf(self, prompt_tokens: int, category: Optional[str] = None) -> List[float]:
+        """The cdf of a request whose context is ``prompt_tokens`` long and whose workload category is
+        ``category`` (the published rates below 2k tokens and in the row's own category)."""
+        from vidur_specdec.speculation.acceptance_factors import category_ratio, context_factor, scale_first
+
+        f = context_factor(prompt_tokens) if self._use_context else 1.0
+        if category is not None and self._row_category is not None:
+            f *= category_ratio(category, self._row_category) or 1.0
+        if f == 1.0:
             return self._cdf_list
         if f not in self._context_cdfs:
             self._context_cdfs[f] = self._cdf(pmf_from_rates(scale_first(self._context_rates, f)))

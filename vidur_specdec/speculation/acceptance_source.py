@@ -256,6 +256,16 @@ def default_warning(cfg) -> Optional[str]:
             "(python -m vidur_specdec acceptance lists the published ones)")
 
 
+def row_category(cfg) -> str:
+    """The workload category the run's published rates stand for (the row's, or the one the dataset factor
+    scaled them to); per-request categories are scaled from it."""
+    p = _lookup(cfg, strict=True)
+    want = cfg.workload.dataset
+    if "dataset" in p.factors and want is not None:
+        return want if want in library.CATEGORIES else next(r.category for r in library.rows() if r.dataset == want)
+    return p.rows[0].category
+
+
 def acceptance_for(target: str, drafter: str, k: int, dataset: Optional[str] = None,
                    method: Optional[str] = None, temperature: Optional[float] = None) -> Published:
     """Published acceptance for (target, drafter, dataset) at ``k`` guesses, for callers outside a run
