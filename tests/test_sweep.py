@@ -226,12 +226,13 @@ def test_changed_config_and_foreign_csv_are_refused(reference, tmp_path):
     assert str(tmp_path) in str(e.value) and "different sweep" in str(e.value)
     assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
 
-    # a CSV of another sweep under the same name, without a journal
+    # a user's CSV under the sweep's name: not a sweep table, so never replaced, even with --overwrite
     other = tmp_path / "other"
     other.mkdir()
     (other / "tiny.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(ConfigError, match="belongs to a different sweep"):
-        run_sweep(sw, other, jobs=1, progress=False)
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match="tiny.csv"):
+            run_sweep(sw, other, jobs=1, progress=False, overwrite=overwrite)
     assert (other / "tiny.csv").read_text() == "a,b\n1,2\n"
     assert sorted(f.name for f in other.iterdir()) == ["tiny.csv"]
 

@@ -13,10 +13,11 @@ from vidur_specdec.config import ConfigError
 from vidur_specdec.costs.profiles import (
     DEVICES,
     ProfileError,
+    build_profile,
     build_shipped,
     compare_profile,
     load_model,
-    write_profile,
+    write_tables,
 )
 
 
@@ -73,9 +74,11 @@ def _run(args: argparse.Namespace) -> None:
             raise ProfileError(f"--max-tokens must be positive, got {args.max_tokens}")
         from ..outfolder import check, clear
 
-        if check(args.out, "profiles build", getattr(args, "overwrite", False), "--out"):  # the one folder rule
+        replace = check(args.out, "profiles build", getattr(args, "overwrite", False), "--out")  # the one folder rule
+        mlp, att = build_profile(spec, device, args.tp, args.max_tokens)  # every check before the folder is touched
+        if replace:
             clear(args.out)
-        for path in write_profile(spec, device, args.tp, args.out, args.max_tokens):
+        for path in write_tables(mlp, att, args.out):
             print(path)
     elif args.profiles_command == "build-shipped":
         for path in build_shipped(args.root):

@@ -142,6 +142,11 @@ def write_profile(
     place from temp files, so a failure leaves no partial CSV.
     """
     mlp, att = build_profile(model_spec, device, tp, max_tokens, max_chunk)
+    return write_tables(mlp, att, out_dir)
+
+
+def write_tables(mlp: pd.DataFrame, att: pd.DataFrame, out_dir: Union[str, os.PathLike]) -> Tuple[Path, Path]:
+    """Write built tables as ``out_dir/mlp.csv`` and ``out_dir/attention.csv`` (temp files renamed into place)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ProfileError(f"output path {out} exists and is not a directory")
