@@ -56,13 +56,19 @@ def read_table(path, key: str) -> pd.DataFrame:
         raise ConfigError(f"{key}: file not found: {p}")
     try:
         if p.suffix in (".jsonl", ".json"):
-            return pd.DataFrame([json.loads(line) for line in p.read_text().splitlines() if line.strip()])
+            from vidur_specdec.config.files import read_jsonl
+
+            return read_jsonl(p, key)
         if p.suffix == ".parquet":
             if importlib.util.find_spec("pyarrow") is None:
                 raise ConfigError(f"{key}: {p} is Parquet and pyarrow is not installed")
             return pd.read_parquet(p)
-        return pd.read_csv(p)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        from vidur_specdec.config.files import read_csv_table
+
+        return read_csv_table(p, key, rows=False)  # empty, non-UTF-8, too large: one line naming the file
+    except ConfigError:
+        raise
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
         raise ConfigError(f"{key}: cannot parse {p}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 

@@ -339,14 +339,13 @@ def cmd_calibrate(args) -> int:
 def cmd_compare(args) -> int:
     from vidur_specdec.validate.calibrate import read_calibration
     from vidur_specdec.validate.common import read_table_file
+    from vidur_specdec.validate.compare import checked_measured
     from vidur_specdec.validate.workload import load_trace
 
     _load_cfg(args)
     _out_folder(args, "validate compare")
     trace = load_trace(args.trace)
-    measured = read_table_file(args.measured, "--measured")
-    if "request_id" not in measured:
-        raise ConfigError(f"--measured: {args.measured} has no request_id column")
+    measured = checked_measured(read_table_file(args.measured, "--measured"), args.measured)
     cal = read_calibration(args.calibration) if args.calibration else None
     _compare(args, args.config, Path(args.trace), trace, measured, cal, Path(args.out))
     return 0

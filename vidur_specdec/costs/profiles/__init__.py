@@ -168,6 +168,17 @@ def build_shipped(root: Union[str, os.PathLike] = "profiles") -> List[Path]:
     return written
 
 
+def _measured(path: Path, table: str) -> pd.DataFrame:
+    """A measured profile table to compare against: empty, wrong columns, bad key values are one line."""
+    from vidur_specdec.costs.operator_model import read_profile
+
+    frame = read_profile(path, table)
+    for col in ("num_tensor_parallel_workers", "n_embd"):
+        if col not in frame:
+            raise ProfileError(f"{path} lacks column {col}")
+    return frame
+
+
 def _measured_attention(measured_dir: Path) -> Optional[Path]:
     for name in ("attention.csv", "attention.sample.csv"):
         if (measured_dir / name).is_file():
@@ -193,7 +204,7 @@ def compare_profile(
     mdir = Path(measured_dir)
     if not (mdir / "mlp.csv").is_file():
         raise ProfileError(f"no mlp.csv in {mdir}")
-    mlp = pd.read_csv(mdir / "mlp.csv")
+    mlp = _measured(mdir / "mlp.csv", "mlp")
     mlp = mlp[(mlp["num_tensor_parallel_workers"] == tp) & (mlp["n_embd"] == model_spec.hidden_size)]
     if mlp.empty:
         raise ProfileError(f"{mdir / 'mlp.csv'} has no rows for tp={tp} and n_embd={model_spec.hidden_size}")
@@ -210,7 +221,7 @@ def compare_profile(
         rows.append((g, len(m), median_abs_pct_error(p, m)))
     apath = _measured_attention(mdir)
     if apath is not None:
-        att = pd.read_csv(apath)
+        att = _measured(apath, "attention")
         att = att[(att["num_tensor_parallel_workers"] == tp) & (att["n_embd"] == model_spec.hidden_size)]
         if not att.empty:
             t = attention_op_times(

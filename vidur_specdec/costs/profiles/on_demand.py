@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
-import pandas as pd
-
 from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec
 from vidur_specdec.architectures.models import KNOWN_MODELS, ModelSpec
 
@@ -121,10 +119,13 @@ def _check_tp_rows(mlp: Path, att: Path, tp: int, tp_key: str) -> None:
     """A measured profile must have rows for ``tp``; else one line naming ``tp_key`` and the file."""
     from vidur_specdec.config import ConfigError
 
-    for path in (mlp, att):
+    from vidur_specdec.costs.operator_model import read_profile
+
+    for path, table in ((mlp, "mlp"), (att, "attention")):
+        frame = read_profile(path, table)  # empty, non-UTF-8, wrong columns, bad key values: one line
         try:
-            col = pd.read_csv(path, usecols=["num_tensor_parallel_workers"])["num_tensor_parallel_workers"]
-        except ValueError:
+            col = frame["num_tensor_parallel_workers"]
+        except KeyError:
             if tp == 1:
                 continue  # a profile without the column is a TP-1 profile
             raise ConfigError(f"{tp_key}: {path} has no num_tensor_parallel_workers column, "
