@@ -83,6 +83,8 @@ class TraceLayout:
 
 
 #: The trace layouts :func:`read_trace_frame` reads, tried in this order (first whose columns are all present).
+MAX_TRACE_REQUESTS = 10_000_000  # requests of one trace: the bound of workload.num_requests (config/schema.py)
+
 TRACE_LAYOUTS = {
     # this project's requests.csv / trace.csv
     "vidur_specdec": TraceLayout("arrived_at_s", "prompt_tokens", "output_tokens"),
@@ -140,6 +142,9 @@ def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
     a = df["arrived_at_s"]
     if not pd.api.types.is_numeric_dtype(a) or not np.isfinite(a).all() or (a < 0).any():
         raise ConfigError(f"{key}: {p}: arrived_at_s must be finite numbers >= 0")
+    if len(df) > MAX_TRACE_REQUESTS:
+        raise ConfigError(f"{key}: {p} has {len(df):,} requests, more than {MAX_TRACE_REQUESTS:,} (the bound of "
+                          "workload.num_requests; about 4.5 KB of memory a request); split the trace")
     return df.sort_values("arrived_at_s", kind="stable").reset_index(drop=True)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,7 @@ from vidur_specdec.costs.profiles.builder import (
     device_fields,
     median_abs_pct_error,
     mlp_op_times,
+    mlp_token_grid,
     to_csv_text,
 )
 
@@ -85,9 +86,12 @@ def load_model(name_or_yaml: Union[str, os.PathLike]) -> ModelSpec:
 
 def build_profile(
     model_spec: ModelSpec, device: DeviceArg, tp: TpArg, max_tokens: Optional[int] = None,
-    max_chunk: Optional[int] = None,
+    max_chunk: Optional[int] = None, log: Optional[Callable[[str], None]] = None,
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
     """(mlp_df, attention_df) in Vidur's column order; ``tp`` may list several sizes.
+
+    The size is checked before any work (:func:`build_rows`); ``log`` gets one line announcing a
+    build past :data:`ANNOUNCE_BUILD_ROWS` rows with its memory and disk estimate.
 
     ``device`` is a key of :data:`DEVICES`, a :class:`~vidur_specdec.hardware.devices.DeviceSpec`
     or a mapping with ``peak_flops`` (FLOP/s) and ``mem_bw`` (bytes/s); ``max_tokens``
@@ -98,9 +102,40 @@ def build_profile(
     tps = _tps(tp)
     for t in tps:
         check_tp(model_spec, t)
+    rows = build_rows(model_spec, tps, max_tokens, max_chunk)
+    if log is not None and rows > ANNOUNCE_BUILD_ROWS:
+        log(f"profiles: building {rows:,} rows (tensor parallel {', '.join(map(str, tps))}): about "
+            f"{rows * BUILD_BYTES_PER_ROW / 1e9:.1f} GB of memory and {rows * CSV_BYTES_PER_ROW / 1e9:.1f} GB "
+            "of CSV; this takes a while")
     mlp = pd.concat([build_mlp_df(model_spec, dev, t, max_tokens) for t in tps], ignore_index=True)
     att = pd.concat([build_attention_df(model_spec, dev, t, max_chunk=max_chunk) for t in tps], ignore_index=True)
     return mlp, att
+
+
+MAX_BUILD_TOKENS = 1 << 17  # mlp.csv's num_tokens grid ends here at most (16,384 rows a TP size; the
+# fitted tables cover 0..16,384 tokens and scale linearly beyond, costs/operator_model.py)
+MAX_BUILD_ROWS = 10_000_000  # rows of one build, every TP size together (about 3 GB of memory)
+ANNOUNCE_BUILD_ROWS = 1_000_000  # a larger build is announced with its estimate before it starts
+BUILD_BYTES_PER_ROW = 300  # in memory: about 35 float64 columns of attention.csv (measured with pandas)
+CSV_BYTES_PER_ROW = 210  # on disk: the shipped Llama-2-7B attention.csv, 2,593,960 bytes for 12,352 rows
+
+
+def build_rows(model_spec: ModelSpec, tps: Sequence[int], max_tokens: Optional[int] = None,
+               max_chunk: Optional[int] = None) -> int:
+    """Rows of mlp.csv plus attention.csv a build writes; past a bound a :class:`ProfileError` (one line)."""
+    from vidur_specdec.costs.profiles.builder import attention_grid_rows
+
+    tps = list(tps)
+    if max_tokens is not None and not 1 <= max_tokens <= MAX_BUILD_TOKENS:
+        raise ProfileError(f"--max-tokens: must be in [1, {MAX_BUILD_TOKENS:,}], got {max_tokens:,} (the fitted "
+                           f"tables scale linearly past {MAX_BUILD_TOKENS:,} tokens)")
+    rows = len(tps) * (len(mlp_token_grid(max_tokens)) + attention_grid_rows(model_spec.max_model_len,
+                                                                             max_chunk=max_chunk))
+    if rows > MAX_BUILD_ROWS:
+        raise ProfileError(f"a profile of {model_spec.name} (context {model_spec.max_model_len:,} tokens, tensor "
+                           f"parallel {', '.join(map(str, tps))}) has {rows:,} rows, more than {MAX_BUILD_ROWS:,} "
+                           f"(about {rows * BUILD_BYTES_PER_ROW / 1e9:.0f} GB); build fewer TP sizes at once")
+    return rows
 
 
 def _umask() -> int:
