@@ -63,7 +63,8 @@ def ranged(kind: type, low: float, high: float):
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
                                              f"got {text!r}") from None
         if not (math.isfinite(value) and low <= value <= high):
-            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
+            bounds = f"[{low:,}, {high:,}]" if kind is int else f"[{low:g}, {high:g}]"
+            raise argparse.ArgumentTypeError(f"must be in {bounds}, got {text}")
         return value
 
     parse.__name__ = "integer" if kind is int else "number"

@@ -128,7 +128,7 @@ def build_rows(model_spec: ModelSpec, tps: Sequence[int], max_tokens: Optional[i
     tps = list(tps)
     if max_tokens is not None and not 1 <= max_tokens <= MAX_BUILD_TOKENS:
         raise ProfileError(f"--max-tokens: must be in [1, {MAX_BUILD_TOKENS:,}], got {max_tokens:,} (the fitted "
-                           f"tables scale linearly past {MAX_BUILD_TOKENS:,} tokens)")
+                           "tables cover 16,384 tokens and scale linearly beyond)")
     rows = len(tps) * (len(mlp_token_grid(max_tokens)) + attention_grid_rows(model_spec.max_model_len,
                                                                              max_chunk=max_chunk))
     if rows > MAX_BUILD_ROWS:
