@@ -14,21 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import one_error_line as one_error
 from vidur_specdec import cli
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = str(REPO / "configs/default.yaml")
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
-def one_error(capsys, rc, *needles, code=2):
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == code and "Traceback" not in err, err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
 
 
 def _main(argv):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from validate_fixtures import write_steplog_tree
 
+from conftest import one_error_line as one_error
 from vidur_specdec import cli
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs.operator_model import OperatorTimeModel, read_profile
@@ -19,16 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "profiles/a100/meta-llama/Llama-2-7b-hf"
 DEFAULT = str(REPO / "configs/default.yaml")
 LATIN1 = "prompt,caf\xe9\n1,2\n".encode("latin-1")
-
-
-def one_error(capsys, rc, *needles, code=2):
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == code and "Traceback" not in err, err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
 
 
 def _profile_root(tmp_path: Path, **texts) -> Path:
@@ -47,6 +38,14 @@ def _head(table: str, n: int = 3) -> str:
     return "".join((SHIPPED / f"{table}.csv").read_text().splitlines(keepends=True)[:n])
 
 
+def _with_cell(table: str, column: str, value: str) -> str:
+    """The shipped table's header and first row, with ``column`` set to ``value``."""
+    header, row = _head(table, 2).splitlines()
+    cells = row.split(",")
+    cells[header.split(",").index(column)] = value
+    return f"{header}\n{','.join(cells)}\n"
+
+
 @pytest.mark.parametrize("table,body,words", [
     ("mlp", "", "is empty"),
     ("mlp", "a,b\n1,2\n", "lacks columns num_tokens"),
@@ -60,17 +59,9 @@ def test_a_bad_profile_table_is_one_line(tmp_path, table, body, words):
     if body is None:
         body = _head(table, 1)
     elif body == "huge":
-        lines = _head(table).splitlines()
-        cols = lines[0].split(",")
-        row = lines[1].split(",")
-        row[cols.index("batch_size")] = "1e400"
-        body = "\n".join([lines[0], ",".join(row)]) + "\n"
+        body = _with_cell(table, "batch_size", "1e400")
     elif body == "flag":
-        lines = _head(table).splitlines()
-        cols = lines[0].split(",")
-        row = lines[1].split(",")
-        row[cols.index("is_prefill")] = "maybe"
-        body = "\n".join([lines[0], ",".join(row)]) + "\n"
+        body = _with_cell(table, "is_prefill", "maybe")
     root = _profile_root(tmp_path, **{table: body})
     path = root / "a100/meta-llama/Llama-2-7b-hf" / f"{table}.csv"
     with pytest.raises(ConfigError, match=words) as e:

@@ -12,20 +12,13 @@ from pathlib import Path
 import pytest
 from validate_fixtures import small_config, small_profiles, write_yaml  # noqa: F401
 
+from conftest import one_error_line as one_error
 from vidur_specdec import cli, outfolder
 from vidur_specdec.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP_CSV = REPO / "sweeps/results/specdec_39.csv"
 RUN_FILES = ("requests.csv", "steps.csv", "summary.json", "config.yaml")
-
-
-def one_error(capsys, rc, needle=""):
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert rc == 2 and "Traceback" not in err, err
-    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
-    return lines[0]
 
 
 def snapshot(folder: Path) -> dict:

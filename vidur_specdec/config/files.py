@@ -297,12 +297,7 @@ def read_jsonl(p: Union[str, Path], key: str):
     import pandas as pd
 
     p = Path(p)
-    if p.stat().st_size > MAX_TABLE_BYTES:
-        raise ConfigError(f"{key}: {p} is larger than {MAX_TABLE_BYTES:,} bytes")
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{key}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    text = read_text(p, key, MAX_TABLE_BYTES)
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -317,3 +312,21 @@ def read_jsonl(p: Union[str, Path], key: str):
     if not rows:
         raise ConfigError(f"{key}: {p} is empty: no rows")
     return pd.DataFrame(rows)
+
+
+def read_text(path: Union[str, Path], what: str, max_bytes: int) -> str:
+    """A UTF-8 text file of at most ``max_bytes``; missing, unreadable, larger or not UTF-8 is one line."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise ConfigError(f"{what}: {p} is {size:,} bytes; at most {max_bytes:,}")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{what}: file not found: {p}") from None
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {p}: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None

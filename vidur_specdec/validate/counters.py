@@ -107,12 +107,9 @@ def read_snapshot(path: Union[str, Path], what: str) -> Snapshot:
     p = Path(path).expanduser()
     if not p.is_file():
         raise ValidateError(f"{what}: file not found: {p}")
-    if p.stat().st_size > MAX_PROM_BYTES:
-        raise ValidateError(f"{what}: {p} is {p.stat().st_size:,} bytes; a scrape is at most {MAX_PROM_BYTES:,}")
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValidateError(f"{what}: {p} is not UTF-8 text (byte {e.start})") from None
+    from vidur_specdec.config.files import read_text
+
+    text = read_text(p, what, MAX_PROM_BYTES)
     snap = Snapshot.parse(text, f"{what} {p}")
     if not snap.samples:
         raise ValidateError(f"{what}: {p} holds no metrics (empty or only comments); save a scrape of the "
