@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import re
@@ -20,6 +21,7 @@ from vidur_specdec.config import (
     resolve_paths,
     set_dotted,
 )
+from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS
@@ -145,7 +147,8 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
                 "scheduler.gpu_memory_utilization")
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
-           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False}
+           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
+           "disaggregation": dataclasses.asdict(DisaggregationConfig())}  # colocated: one mixed pool
 
 
 def identity(cfg: RunConfig) -> Dict:
