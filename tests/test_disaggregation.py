@@ -74,16 +74,24 @@ def test_routers_spread_requests_over_instances():
 def test_recomputed_draft_kv_costs_the_drafter_over_the_prompt():
     long = cfg(model="meta-llama/Llama-3.1-8B-Instruct",
                workload={"num_requests": 3, "arrival": "poisson", "qps": 0.2,
-                         "prompt_tokens": {"dist": "fixed", "value": 8000},
+                         "prompt_tokens": {"dist": "fixed", "value": 4000},
                          "output_tokens": {"dist": "fixed", "value": 16}},
                speculative={"method": "eagle3", "num_speculative_tokens": 3, "acceptance_rate": 0.7})
     t = simulate({**long, "disaggregation": PD})
     r = simulate({**long, "disaggregation": {**PD, "draft_kv": "recompute"}})
     gap = r.requests["ttft_first_decode_ms"] - t.requests["ttft_first_decode_ms"]
-    assert (gap > 1.0).all()  # the EAGLE-3 head's pass over 8k tokens
+    assert (gap > 1.0).all()  # the EAGLE-3 head's pass over 4k tokens
     # moving the draft KV costs bytes, recomputing it does not
     assert (t.requests["kv_transfer_bytes"] > r.requests["kv_transfer_bytes"]).all()
     assert (r.requests["ttft_prefill_ms"] - t.requests["ttft_prefill_ms"]).abs().max() < 1e-9
+
+
+def test_a_full_decode_instance_makes_transfers_wait_and_every_request_still_finishes():
+    r = simulate(cfg(speculative={"method": "none"}, scheduler={"num_blocks": 220},
+                     workload={**BASE["workload"], "qps": 40.0}, disaggregation=PD))
+    req = r.requests
+    assert (req["kv_wait_ms"] > 0).any() and req["completed_at_s"].notna().all()
+    assert (req["ttft_kv_transfer_ms"] - req["kv_wait_ms"] - req["kv_transfer_ms"]).abs().max() < 1e-6
 
 
 @pytest.mark.parametrize("over, key", [
