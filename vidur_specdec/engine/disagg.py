@@ -133,8 +133,8 @@ class DecodeInstanceScheduler(SpecSarathiReplicaScheduler):
     router: "PoolRouter" = None
 
     def _can_allocate_request(self, request) -> bool:
-        if getattr(request, "kv_loaded", False) and not request.is_prefill_complete \
-                and request.num_processed_tokens == request.prompt_tokens - 1:
+        if getattr(request, "kv_loaded", False) and request.num_restarts == 0 and request.id in self._allocation_map \
+                and not request.is_prefill_complete and request.num_processed_tokens == request.prompt_tokens - 1:
             return True  # its loaded prompt's blocks are held; the last prompt token fits in them
         return super()._can_allocate_request(request)
 

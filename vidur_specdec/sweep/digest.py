@@ -62,11 +62,16 @@ def code_digest() -> str:
 
 
 def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
-    """``{file name: content digest}`` of the profile files a run reads (target, and drafter if used).
+    """``{file name: content digest}`` of the profile files a run reads (target, and drafter if used; every pool's).
 
     Digests are cached per path, size and mtime in this process; ``fresh`` re-reads the files.
     """
     from vidur_specdec.engine.deployment import profile_files
     from vidur_specdec.engine.predictor import file_digest
 
-    return {name: file_digest(f, fresh)[:16] for name, f in profile_files(cfg).items()}
+    cfgs = [cfg]
+    if cfg.disaggregation.enabled:  # every pool's profiles (each pool may run its own TP or device)
+        from vidur_specdec.engine.topology import check
+
+        cfgs = list(check(cfg).values())
+    return {name: file_digest(f, fresh)[:16] for c in cfgs for name, f in profile_files(c).items()}
