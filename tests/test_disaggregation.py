@@ -113,3 +113,19 @@ def test_bad_pool_configs_are_refused_in_one_line(over, key):
         prepare(c)
     msg = str(e.value)
     assert msg.startswith(key) and "\n" not in msg, msg
+
+
+def test_same_config_and_seed_give_identical_tables(one_p_one_d):
+    again = simulate(cfg(speculative={"method": "none"}, disaggregation=PD))
+    assert again.requests.equals(one_p_one_d.requests) and again.steps.equals(one_p_one_d.steps)
+
+
+def test_least_loaded_closed_loop_counts_each_request_once():
+    r = simulate(cfg(workload={**BASE["workload"], "arrival": "closed", "concurrency": 4},
+                     disaggregation={"prefill_instances": 2, "decode_instances": 1, "router": "least_loaded"}))
+    req = r.requests.sort_values("arrived_at_s")
+    assert len(req) == 24 and (req["arrived_at_s"].iloc[:4] == 0).all()
+    # a request arrives only when one completes (a prefill's hand-off is not a completion)
+    later = req["arrived_at_s"].iloc[4:].to_numpy()
+    done = sorted(req["completed_at_s"].to_numpy())
+    assert all(abs(t - d) < 1e-12 for t, d in zip(later, done))
