@@ -84,10 +84,12 @@ class Topology:
 
 def _rename(msg: str, role: str, keys: Dict[str, str]) -> str:
     """A pool's error with the run's key names replaced by the pool's."""
-    for old, new in keys.items():
-        if msg.startswith(old):
-            return new + msg[len(old):]
-    return f"disaggregation.{role}: {msg}"
+    hit = False
+    for old, new in sorted(keys.items(), key=lambda kv: -len(kv[0])):
+        if old in msg and not msg.startswith(new):
+            hit = hit or msg.startswith(old)
+            msg = msg.replace(old, new)
+    return msg if hit else f"disaggregation.{role}: {msg}"
 
 
 def _merge(base: Dict, over: Dict, where: str) -> None:
@@ -135,6 +137,13 @@ def pool_config(cfg: RunConfig, role: str) -> RunConfig:
     out.base_dir = cfg.base_dir
     out._pool_keys = keys  # for renaming later errors (memory) of this pool
     return out
+
+
+def refuse_pools(cfg: RunConfig, command: str) -> None:
+    """One line for a command that does not model prefill/decode pools yet, given a config with them."""
+    if cfg.disaggregation.enabled:
+        raise ConfigError(f"disaggregation.prefill_instances: `{command}` does not model prefill and decode pools "
+                          "yet; run it on the decode pool's config without the disaggregation keys")
 
 
 def spec_factors(cfg: RunConfig) -> Optional[Dict]:

@@ -72,6 +72,9 @@ def check_args(args: argparse.Namespace):
             raise ConfigError(f"--warmup-requests: must be an integer >= 0, got {args.warmup_requests}")
         overrides.append(f"workload.warmup_requests={args.warmup_requests}")
     base = load(args.config, overrides)
+    from vidur_specdec.engine.topology import refuse_pools
+
+    refuse_pools(base, "tune")
     if base.speculative.method == "none":
         raise ConfigError("speculative.method: tune needs a proposer (ngram, eagle3, draft_model, ...); got none")
     if base.speculative.num_speculative_tokens == 0 and args.k_max is None:

@@ -41,7 +41,11 @@ def matched_config(config: Union[str, Path, Mapping, None], trace_path: Union[st
         data = merge(data, fragment(cal, use))
     data = apply_overrides(data, overrides or [])
     data = merge(data, {"workload": {"arrival": "trace", "trace_file": str(Path(trace_path).resolve())}})
-    return load(data)
+    from vidur_specdec.engine.topology import refuse_pools
+
+    cfg = load(data)
+    refuse_pools(cfg, "validate")
+    return cfg
 
 
 def simulate_matched(cfg: RunConfig, trace: pd.DataFrame):
