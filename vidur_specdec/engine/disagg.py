@@ -50,6 +50,8 @@ from vidur.scheduler.global_scheduler.global_scheduler_registry import GlobalSch
 from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplicaScheduler
 from vidur.types import BaseIntEnum, EventType
 
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.disagg_metrics import pool_figures, request_parts
 from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor, StepComposition
 from vidur_specdec.engine.request import SpecRequest
 from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
@@ -291,9 +293,6 @@ def run_topology(top, sim_mod):
     ``sim_mod`` is :mod:`vidur_specdec.engine.simulation`, handed in by it (it sits above this module):
     its Vidur configs, simulator and summary are the colocated run's, reused per pool.
     """
-    from vidur_specdec.config import ConfigError
-    from vidur_specdec.engine.disagg_metrics import pool_figures, request_parts
-
     decode = top.pool("decode").prepared
     sim_mod.reset_vidur_ids()
     per_pool = []

@@ -63,6 +63,8 @@ from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.engine.workload import RequestSpec
+from vidur_specdec.engine.topology import prepare_topology
+from vidur_specdec.engine.disagg import run_topology
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
 
 logging.getLogger("vidur").setLevel(logging.WARNING)
@@ -249,8 +251,6 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     result is a :class:`~vidur_specdec.engine.topology.Topology` of pools, each prepared here.
     """
     if cfg.disaggregation.enabled:
-        from vidur_specdec.engine.topology import prepare_topology
-
         return prepare_topology(cfg, prepare)
     spec = cfg.speculative
     dep = resolve(cfg).deployment
@@ -351,8 +351,6 @@ def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=No
 def run_prepared(p: Prepared) -> SimulationResult:
     """Run the event loop for a prepared config (or topology of pools) and build the tables."""
     if not isinstance(p, Prepared):
-        from vidur_specdec.engine.disagg import run_topology
-
         return run_topology(p, sys.modules[__name__])
     reset_vidur_ids()
     sim = SpecDecSimulator(vidur_config(p, p.scheduler, SpecRequest))

@@ -29,6 +29,8 @@ from typing import Dict, List, Optional
 
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.config.disaggregation import DisaggregationConfig
+from vidur_specdec.engine import kv_transfer
+from vidur_specdec.engine.resolve import from_dict
 
 ROLES = ("prefill", "decode")
 #: vLLM 0.33 ``SpeculativeConfig.use_eagle()`` methods this simulator models: their config enters NIXL's hash
@@ -102,7 +104,6 @@ def _merge(base: Dict, over: Dict, where: str) -> None:
 
 def pool_config(cfg: RunConfig, role: str) -> RunConfig:
     """The run config one instance of pool ``role`` runs: the run's own with the pool's keys in place."""
-    from vidur_specdec.engine.resolve import from_dict
 
     d = cfg.to_dict()
     pc = getattr(cfg.disaggregation, role)
@@ -189,7 +190,6 @@ def prepare_topology(cfg: RunConfig, prepare) -> Topology:
 
     ``prepare`` is :func:`vidur_specdec.engine.simulation.prepare` (handed in: that module runs the pools).
     """
-    from vidur_specdec.engine import kv_transfer
 
     cfgs = check(cfg)
     pools = []

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Tuple
 
+from vidur_specdec.hardware import collectives_fit as fit
 from vidur_specdec.hardware.devices import DeviceSpec
 
 #: name -> f(device) -> (bytes/s per GPU, one direction; ms per transfer)
@@ -51,8 +52,6 @@ def register(name: str):
 
 @register("nvlink")
 def _nvlink(device: DeviceSpec) -> Tuple[float, float]:
-    from vidur_specdec.hardware import collectives_fit as fit
-
     return fit.BUS_BANDWIDTH * device.nvlink_bandwidth / fit.REFERENCE_NVLINK_BANDWIDTH, fit.LATENCY_MS
 
 

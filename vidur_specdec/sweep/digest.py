@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Union
 from vidur_specdec.config import RunConfig
 from importlib.metadata import PackageNotFoundError, version
 from vidur_specdec.engine.deployment import profile_files
+from vidur_specdec.engine.topology import check as check_pools
 
 
 def canonical_json(obj) -> str:
@@ -70,7 +71,5 @@ def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
 
     cfgs = [cfg]
     if cfg.disaggregation.enabled:  # every pool's profiles (each pool may run its own TP or device)
-        from vidur_specdec.engine.topology import check
-
-        cfgs = list(check(cfg).values())
+        cfgs = list(check_pools(cfg).values())
     return {name: file_digest(f, fresh)[:16] for c in cfgs for name, f in profile_files(c).items()}
