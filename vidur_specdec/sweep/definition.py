@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import math
 import json
@@ -21,6 +22,7 @@ from vidur_specdec.config import (
     resolve_paths,
     set_dotted,
 )
+from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS
@@ -158,7 +160,8 @@ NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "sche
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
            "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
            "workload.dataset": None, "workload.temperature": None, "speculative.acceptance_at_k": None,
-           "speculative.acceptance_factors": ["context", "dataset", "temperature"]}
+           "speculative.acceptance_factors": ["context", "dataset", "temperature"],
+           "disaggregation": dataclasses.asdict(DisaggregationConfig())}  # colocated: one mixed pool
 # acceptance the user gave (or speculation off) is what every row before acceptance_source meant
 NEUTRAL_SOURCES = (None, "given")
 

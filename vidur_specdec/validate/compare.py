@@ -24,6 +24,7 @@ import pandas as pd
 
 from vidur_specdec.config import RunConfig, apply_overrides, read_yaml
 from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.topology import refuse_pools
 from vidur_specdec.validate.calibrate import Calibration, fragment, merge
 from vidur_specdec.validate.common import ValidateError
 
@@ -42,7 +43,9 @@ def matched_config(config: Union[str, Path, Mapping, None], trace_path: Union[st
         data = merge(data, fragment(cal, use))
     data = apply_overrides(data, overrides or [])
     data = merge(data, {"workload": {"arrival": "trace", "trace_file": str(Path(trace_path).resolve())}})
-    return load(data)
+    cfg = load(data)
+    refuse_pools(cfg, "validate")
+    return cfg
 
 
 def simulate_matched(cfg: RunConfig, trace: pd.DataFrame):
