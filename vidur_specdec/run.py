@@ -162,6 +162,7 @@ class RunFolder:
 
     def _check_again(self, out: Path) -> None:
         """At the swap: a file a user put in ``out`` during the run stops it (the results are not written)."""
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.outfolder)
         from vidur_specdec.outfolder import foreign
 
         users = foreign(out, self.option)
@@ -183,6 +184,7 @@ def _keep_foreign(old_run: Path, out: Path, option: str) -> None:
     """Move any file that is not this tool's output from the replaced folder into ``out`` (never removed)."""
     if not (old_run.is_dir() and out.is_dir()):
         return
+    # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.outfolder)
     from vidur_specdec.outfolder import foreign
 
     for name in foreign(old_run, option):

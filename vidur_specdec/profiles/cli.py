@@ -70,9 +70,6 @@ def _run(args: argparse.Namespace) -> None:
     if args.profiles_command == "build":
         device = _check_device(args.device)
         spec = load_model(args.model)
-        if args.max_tokens is not None and args.max_tokens < 1:
-            raise ProfileError(f"--max-tokens must be positive, got {args.max_tokens}")
-
         replace = check(args.out, "profiles build", getattr(args, "overwrite", False), "--out")  # the one folder rule
         mlp, att = build_profile(spec, device, args.tp, args.max_tokens,  # every check before the folder is touched
                                  log=lambda line: print(line, file=sys.stderr, flush=True))
