@@ -52,9 +52,18 @@ def as_kernels(source_or_device) -> KernelSource:
 
 
 def for_run(profiles: str, device, all_reduce=None) -> KernelSource:
-    """The kernel source of a run with ``profiles:`` ``profiles`` on ``device`` (``engine.all_reduce`` ``all_reduce``):
-    the roofline."""
-    return RooflineKernels(device, all_reduce)
+    """The kernel source of a run with ``profiles:`` ``profiles`` on ``device`` (``engine.all_reduce`` ``all_reduce``).
+
+    ``built``: the roofline. Otherwise (``shipped``, or a folder of measured per-layer profiles): the measured
+    tables (``tables``) on a built-in GPU they cover (:data:`~.tables.SYSTEMS`: every built-in device but the
+    A100, whose shipped profiles and recorded results stay the roofline's), else the roofline. A table
+    missing from the installed package is one ConfigError line naming it.
+    """
+    from vidur_specdec.hardware.devices import BUILTIN
+
+    if profiles == BUILT or device.name not in SYSTEMS or BUILTIN.get(device.name) != device:
+        return RooflineKernels(device, all_reduce)
+    return TableKernels(device, all_reduce)
 
 
 def unbound(device=None, all_reduce=None) -> KernelSource:
