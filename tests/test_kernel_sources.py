@@ -3,6 +3,7 @@ reproduces the tables' rows; the run's source is chosen by ``profiles:`` and the
 
 import numpy as np
 import pytest
+from conftest import REPO
 
 from vidur_specdec.architectures.models import get_model
 from vidur_specdec.costs import kernels as K
@@ -40,3 +41,33 @@ def test_registry_and_unbound():
     assert K.as_kernels(H100).device is H100
     assert K.for_run("built", H100).name == "built"
     assert K.for_run("shipped", get_device("a100")).name == "built"  # the A100 example keeps the roofline
+
+
+def test_a_missing_table_is_one_line(monkeypatch, tmp_path):
+    from vidur_specdec.config import ConfigError
+    from vidur_specdec.costs.kernels import table_data
+
+    monkeypatch.setattr(table_data, "data_root", lambda: tmp_path)
+    with pytest.raises(ConfigError) as e:
+        K.for_run("shipped", H100)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("profiles: aiconfigurator-core 0.12.0 has no gemm_perf table for h100_sxm")
+    assert K.for_run("built", H100).name == "built"  # the roofline needs no table
+
+
+def test_tables_are_the_default_where_they_exist():
+    assert K.for_run("shipped", H100).name == "tables"
+    assert K.for_run("shipped", get_device("b200")).sources(4)["all_reduce"].startswith("measured: b200_sxm")
+    ds = get_model("deepseek-ai/DeepSeek-V3")  # multi-head latent attention: no table read
+    assert K.for_run("shipped", get_device("h200")).sources(8, [ds])["attention_decode"] == "built"
+
+
+def test_run_warns_of_the_a100_example_budget_on_another_gpu():
+    from vidur_specdec.engine.resolve import load
+    from vidur_specdec.engine.warnings import config_warnings
+
+    cfg = load(str(REPO / "configs/default.yaml"), ["device=h100", "model=meta-llama/Llama-3.1-8B-Instruct"])
+    assert any(w.startswith("scheduler.max_num_batched_tokens 512 and max_num_seqs 128 are the A100 example's")
+               for w in config_warnings(cfg))
+    assert not any("A100 example" in w for w in config_warnings(load(str(REPO / "configs/default.yaml"))))
+    assert not any("A100 example" in w for w in config_warnings(load(str(REPO / "configs/llama3.1-8b-h100.yaml"))))
