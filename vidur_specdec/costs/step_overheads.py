@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from vidur_specdec.costs.kernels import as_kernels
+from vidur_specdec.costs.profiles.params import DTYPE_BYTES
 
-LOGIT_BYTES = 4  # vLLM computes sampling on fp32 logits
-LOGITS_DTYPE_BYTES = 2  # the LM head's output (bf16) as gathered across TP ranks
+SAMPLING_LOGIT_BYTES = 4  # vLLM computes sampling on fp32 logits (the LM head's own output is bf16: DTYPE_BYTES)
 
 
 def logit_rows(batch) -> int:
@@ -105,8 +105,8 @@ class StepOverheads:
                     k = as_kernels(self.kernels if self.kernels is not None else self.device)
                     head = k.lm_head_ms(hidden, vocab, self.tp, rows)
                     if self.tp > 1:
-                        head += k.nccl_all_reduce_ms(self.tp, rows * vocab * LOGITS_DTYPE_BYTES // 2)
-                sample += (self.sampling_logit_passes * rows * vocab * LOGIT_BYTES
+                        head += k.nccl_all_reduce_ms(self.tp, rows * vocab * DTYPE_BYTES // 2)
+                sample += (self.sampling_logit_passes * rows * vocab * SAMPLING_LOGIT_BYTES
                            / self.device.hbm_bandwidth * 1e3)
         overhead = self.step_overhead_ms + self.overhead_ms_per_request * num_reqs + self.launch_ms
         if verifying:

@@ -25,7 +25,8 @@ from vidur.execution_time_predictor import (
 )
 from vidur.types import BaseIntEnum
 
-from vidur_specdec.hardware.collectives import DEFAULT_ALL_REDUCE, all_reduce_model
+from vidur_specdec.config import DEFAULT_ALL_REDUCE
+from vidur_specdec.hardware.collectives import all_reduce_model
 from vidur_specdec.hardware.devices import DeviceSpec
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the fitting side of the predictor)
@@ -44,6 +45,8 @@ from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the
     locate_profile,
     shipped_profiles_root,
 )
+from vidur_specdec.speculation.proposers.base import ProposerContext
+from vidur_specdec.costs.kernels import unbound
 
 # --------------------------------------------------------------------------- the Vidur predictor
 
@@ -191,8 +194,6 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         # (the replica's Vidur SKU when no DeviceSpec was given) with the configured collective model
         self._kernels = predictor_config.kernels
         if self._kernels is None:
-            from vidur_specdec.costs.kernels import unbound
-
             self._kernels = unbound(self._device or getattr(replica_config, "device", None), self._all_reduce)
         spec = predictor_config.model_spec
         self._moe = spec if spec is not None and spec.is_moe else None
@@ -202,8 +203,6 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
-            from vidur_specdec.speculation.proposers.base import ProposerContext
-
             # the target's device, TP, collective model and kernel source
             self._proposer.bind(ProposerContext(self._kernels.device, self._tp, self._all_reduce, self._kernels))
 

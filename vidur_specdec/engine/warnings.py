@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Optional
 
 from vidur_specdec.config import RunConfig
+from vidur_specdec.config.vllm_defaults import VLLM_VERSION, serve_batch_defaults
+from vidur_specdec.hardware.devices import get_device
+from vidur_specdec.speculation.schedule import config_warnings as schedule_warnings
 
 
 WARNING_CHECKS: List[Any] = []
@@ -44,8 +47,6 @@ def _chunk_below_verify(cfg: RunConfig, facts: Mapping) -> Optional[str]:
 
 @register_warning
 def _schedule_clamped(cfg: RunConfig, facts: Mapping) -> Optional[str]:
-    from vidur_specdec.speculation.schedule import config_warnings as schedule_warnings
-
     lines = schedule_warnings(cfg.speculative) if cfg.speculative.enabled else []
     return "; ".join(lines) or None
 
@@ -56,9 +57,6 @@ A100_EXAMPLE_BUDGET = (512, 128)  # configs/default.yaml's scheduler values: (ma
 @register_warning
 def _a100_example_budget(cfg: RunConfig, facts: Mapping) -> Optional[str]:
     """The A100 example's 512-token budget carried to another GPU (as ``tune`` warns of a carried budget)."""
-    from vidur_specdec.config.vllm_defaults import VLLM_VERSION, serve_batch_defaults
-    from vidur_specdec.hardware.devices import get_device
-
     sc = cfg.scheduler
     if (sc.max_num_batched_tokens, sc.max_num_seqs) != A100_EXAMPLE_BUDGET:
         return None
@@ -69,6 +67,13 @@ def _a100_example_budget(cfg: RunConfig, facts: Mapping) -> Optional[str]:
     return (f"scheduler.max_num_batched_tokens {sc.max_num_batched_tokens} and max_num_seqs {sc.max_num_seqs} are "
             f"the A100 example's (configs/default.yaml), not vLLM {VLLM_VERSION}'s serve defaults on {dev.name} "
             f"({tok}, {seqs}); set both to null to use those")
+
+
+@register_warning
+def _acceptance_default(cfg: RunConfig, facts: Mapping) -> Optional[str]:
+    from vidur_specdec.speculation.acceptance_source import default_warning
+
+    return default_warning(cfg)
 
 
 def config_warnings(cfg: RunConfig, **facts) -> List[str]:

@@ -1,7 +1,7 @@
 """Workloads: seeded arrivals and exact prompt/output lengths, fed to Vidur.
 
 The workload is drawn once, up front, from its own seeded stream
-(``numpy.random.default_rng([seed, 1])``) and handed to Vidur through the
+(``numpy.random.default_rng([seed, WORKLOAD_STREAM])``, :mod:`vidur_specdec.config.seeds`) and handed to Vidur through the
 request generator registered in :mod:`vidur_specdec.engine.simulation`, so the same
 config and seed give the same requests whatever the scheduler. This module
 does not import Vidur.
@@ -9,7 +9,7 @@ does not import Vidur.
 Arrivals: ``poisson`` (exponential gaps at ``qps``, not truncated — Vidur's own
 generator caps gaps at 3× the mean), ``static`` (all at t = 0), ``closed``
 (lengths drawn exactly as ``static``; the arrival times are set during the run
-by :class:`vidur_specdec.engine.closed_loop.ClosedLoopSimulator`, so the specs carry 0)
+by :class:`vidur_specdec.engine.closed_loop.ClosedLoopMixin`, so the specs carry 0)
 or ``trace`` (a CSV, JSONL or Parquet file in one of the layouts of
 :data:`TRACE_LAYOUTS`: this project's, Vidur's or Azure's LLM inference trace).
 """
@@ -20,12 +20,13 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pandas as pd
 
 from vidur_specdec.config import ConfigError, LengthDist, WorkloadConfig
+from vidur_specdec.config.seeds import WORKLOAD_STREAM
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class RequestSpec:
     arrived_at_s: float
     prompt_tokens: int
     output_tokens: int
+    category: Optional[str] = None  # a trace's ``category`` column (chat, coding, math, ...); published acceptance
 
 
 def draw_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -140,15 +142,16 @@ def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
 def read_trace(path) -> List[RequestSpec]:
     """The requests of a trace file (see :func:`read_trace_frame`)."""
     df = read_trace_frame(path)
-    return [RequestSpec(float(a), int(pr), int(o))
-            for a, pr, o in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"])]
+    cats = df["category"].astype(str).tolist() if "category" in df.columns else [None] * len(df)
+    return [RequestSpec(float(a), int(pr), int(o), c)
+            for a, pr, o, c in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"], cats)]
 
 
 def generate(w: WorkloadConfig, seed: int) -> List[RequestSpec]:
     """The workload's requests, sorted by arrival."""
     if w.arrival == "trace":
         return read_trace(w.trace_file)
-    rng = np.random.default_rng([seed, 1])
+    rng = np.random.default_rng([seed, WORKLOAD_STREAM])
     n = w.num_requests
     if w.arrival == "poisson":
         arrivals = np.cumsum(rng.exponential(1.0 / w.qps, size=n))

@@ -23,6 +23,7 @@ from vidur_specdec.config import (
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS
+from vidur_specdec import __version__
 
 SWEEP_KEYS = ("sweep", "base", "grid", "rows")
 JOURNAL_FORMAT = 1
@@ -145,7 +146,11 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
                 "scheduler.gpu_memory_utilization")
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
-           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False}
+           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
+           "workload.dataset": None, "workload.temperature": None, "speculative.acceptance_at_k": None,
+           "speculative.acceptance_factors": ["context", "dataset", "temperature"]}
+# acceptance the user gave (or speculation off) is what every row before acceptance_source meant
+NEUTRAL_SOURCES = (None, "given")
 
 
 def identity(cfg: RunConfig) -> Dict:
@@ -156,6 +161,8 @@ def identity(cfg: RunConfig) -> Dict:
         node = d.get(path[0], {}) if path else d
         if node.get(name, neutral) == neutral:
             node.pop(name, None)
+    if d.get("speculative", {}).get("acceptance_source", None) in NEUTRAL_SOURCES:
+        d.get("speculative", {}).pop("acceptance_source", None)
     for key in NOT_IDENTITY:
         *path, last = key.split(".")
         node = d
@@ -291,7 +298,6 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
     profiles: Dict[str, str] = {}
     for r in out:
         profiles.update(profile_digests(r.config))
-    from vidur_specdec import __version__
 
     sweep_hash = short_sha(canonical_json({"format": JOURNAL_FORMAT, "rows": [r.row_id for r in out], "columns": columns,
                               "profiles": profiles, "version": __version__}))

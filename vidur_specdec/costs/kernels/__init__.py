@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Callable, Dict
 
 from vidur_specdec.costs.kernels.base import OP_FAMILIES, KernelSource
+from vidur_specdec.hardware.devices import BUILTIN, get_device
 from vidur_specdec.costs.kernels.roofline import BUILT, RooflineKernels
 from vidur_specdec.costs.kernels.tables import SYSTEMS, TABLES, TableKernels
 
@@ -59,8 +60,6 @@ def for_run(profiles: str, device, all_reduce=None) -> KernelSource:
     A100, whose shipped profiles and recorded results stay the roofline's), else the roofline. A table
     missing from the installed package is one ConfigError line naming it.
     """
-    from vidur_specdec.hardware.devices import BUILTIN
-
     if profiles == BUILT or device.name not in SYSTEMS or BUILTIN.get(device.name) != device:
         return RooflineKernels(device, all_reduce)
     return TableKernels(device, all_reduce)
@@ -68,8 +67,6 @@ def for_run(profiles: str, device, all_reduce=None) -> KernelSource:
 
 def unbound(device=None, all_reduce=None) -> KernelSource:
     """The roofline on ``device`` (default :data:`UNBOUND_DEVICE`) for a cost asked for outside a bound run."""
-    from vidur_specdec.hardware.devices import get_device
-
     return RooflineKernels(get_device(device or UNBOUND_DEVICE), all_reduce)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Sequence, Tuple, Union
 
-from vidur_specdec.costs import moe_layer
 from vidur_specdec.costs.kernels.base import OP_FAMILIES, KernelSource
 from vidur_specdec.costs.profiles import builder as B
 from vidur_specdec.costs.profiles import params as P
@@ -62,7 +61,10 @@ class RooflineKernels(KernelSource):
         return float(collectives.all_reduce_ms(self.device, int(world), int(nbytes)))
 
     def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1) -> Tuple[float, float]:
-        return moe_layer.moe_layer_ms(spec, self.fields, tp, groups, ep=ep)
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
+        from vidur_specdec.costs.moe_layer import moe_layer_ms
+
+        return moe_layer_ms(spec, self.fields, tp, groups, ep=ep)
 
     def grouped_gemm_ms(self, rows: int, experts: int, k: int, n: int, dtype: str = "bf16") -> float:
         """The builder's grouped-GEMM roofline (as in the MoE layer): FLOPs with a one-tile floor per expert."""

@@ -33,6 +33,7 @@ from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
+from vidur_specdec.config import ConfigError
 from vidur_specdec.costs.kernels import table_data as TD
 from vidur_specdec.costs.kernels.base import OP_FAMILIES
 from vidur_specdec.costs.kernels.roofline import BUILT, RooflineKernels
@@ -74,8 +75,6 @@ class TableKernels(RooflineKernels):
 
     def __init__(self, device, all_reduce=None) -> None:
         if device.name not in SYSTEMS:
-            from vidur_specdec.config import ConfigError
-
             raise ConfigError(f"profiles: no measured kernel tables for device {device.name!r}; the tables cover "
                               f"{', '.join(SYSTEMS)}; set profiles: built for the analytical roofline")
         self.algorithm = all_reduce if isinstance(all_reduce, str) else "vllm_custom"

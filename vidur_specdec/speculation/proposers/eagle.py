@@ -30,6 +30,9 @@ from __future__ import annotations
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.speculation.proposers.base import _target_spec, Proposer, register
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads, attention_ms, draft_passes
+from vidur_specdec.costs import verify_cost
+from vidur_specdec.speculation.tree import parse_tree
+from vidur_specdec.architectures.models import ModelSpec
 
 
 def gemm_ms(kernels, rows: int, k: int, n: int) -> float:
@@ -57,9 +60,7 @@ class EagleProposer(Proposer):
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
-        from vidur_specdec.costs import verify_cost
         from vidur_specdec.speculation.proposers import heads
-        from vidur_specdec.speculation.tree import parse_tree
 
         target = _target_spec(cfg, context)
         head = heads.resolve(cfg, cls.name, target)
@@ -88,8 +89,6 @@ class EagleProposer(Proposer):
         cache = self.__dict__.setdefault("_mlp_cache", {})
         key = (n, device, tp)
         if key not in cache:
-            from vidur_specdec.architectures.models import ModelSpec
-
             h = self.head
             spec = ModelSpec(h.name, 1, h.hidden_size, h.num_heads, h.num_kv_heads, h.ffn_size, h.vocab_size,
                              head_dim=h.head_dim)
@@ -110,6 +109,7 @@ class EagleProposer(Proposer):
 
     @classmethod
     def weights_name(cls, cfg, target):
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.speculation.proposers.heads)
         from vidur_specdec.speculation.proposers import heads
 
         return heads.weights_name(cfg, cls.name, target)

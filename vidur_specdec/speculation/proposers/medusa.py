@@ -31,6 +31,7 @@ class MedusaProposer(Proposer):
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.speculation.proposers.heads)
         from vidur_specdec.speculation.proposers import heads
 
         head = heads.resolve(cfg, "medusa", _target_spec(cfg, context))
@@ -42,6 +43,7 @@ class MedusaProposer(Proposer):
 
     @classmethod
     def weights_name(cls, cfg, target):
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.speculation.proposers.heads)
         from vidur_specdec.speculation.proposers import heads
 
         return heads.weights_name(cfg, cls.name, target)

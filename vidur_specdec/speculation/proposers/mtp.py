@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from vidur_specdec.speculation.proposers.base import register
 from vidur_specdec.speculation.proposers.eagle import EagleProposer
+from dataclasses import replace
 
 
 @register("mtp")
@@ -46,8 +47,8 @@ class MTPProposer(EagleProposer):
         t = self.target_spec
         if not self.head.moe or t is None:
             return super().memory_bytes(tp)
-        from dataclasses import replace
 
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes
 
         # n modules, each one MoE decoder layer of the target (all experts, the checkpoint's format) plus
