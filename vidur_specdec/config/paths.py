@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 # keywords (e.g. ``shipped``) stays as written; with suffixes, only a value ending in one
 # of them is a path (``model: my_model.yaml``; a registered model name stays a name).
 PATH_KEYS: Dict[str, tuple] = {
-    "profiles": (("shipped",), None),
+    "profiles": (("shipped", "built"), None),
     "workload.trace_file": ((), None),
     "speculative.draft_profiles": ((), None),
     "predictor.cache_dir": ((), None),

@@ -27,7 +27,7 @@ from vidur.types import BaseIntEnum
 
 from vidur_specdec.config import DEFAULT_ALL_REDUCE
 from vidur_specdec.hardware.collectives import all_reduce_model
-from vidur_specdec.hardware.devices import DeviceSpec, get_device
+from vidur_specdec.hardware.devices import DeviceSpec
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the fitting side of the predictor)
     CHUNK_STEP,
@@ -46,7 +46,7 @@ from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the
     shipped_profiles_root,
 )
 from vidur_specdec.speculation.proposers.base import ProposerContext
-from vidur_specdec.costs.moe_layer import moe_layer_ms
+from vidur_specdec.costs.kernels import unbound
 
 # --------------------------------------------------------------------------- the Vidur predictor
 
@@ -167,6 +167,7 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     step_overheads: object = None
     all_reduce: str = DEFAULT_ALL_REDUCE  # engine.all_reduce: a key of collectives.ALL_REDUCE_MODELS
     expert_parallel_size: int = 1  # MoE layers expert-parallel over this many of the replica's GPUs (1: TP-split)
+    kernels: object = None  # the deployment's KernelSource (vidur_specdec.costs.kernels); None: roofline on the device
 
     @staticmethod
     def get_type():
@@ -189,19 +190,21 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._hidden = predictor_config.model_spec.hidden_size if predictor_config.model_spec is not None else 0
         self._overheads = predictor_config.step_overheads
         self._all_reduce = all_reduce_model(predictor_config.all_reduce)
+        # the one kernel source of the run (the deployment's); without one, the roofline on the device
+        # (the replica's Vidur SKU when no DeviceSpec was given) with the configured collective model
+        self._kernels = predictor_config.kernels
+        if self._kernels is None:
+            self._kernels = unbound(self._device or getattr(replica_config, "device", None), self._all_reduce)
         spec = predictor_config.model_spec
         self._moe = spec if spec is not None and spec.is_moe else None
         if self._moe is not None:
-            dev = self._device or get_device(getattr(replica_config, "device", None) or "a100")
-            self._moe_device = dev.builder_fields()
             self._dense_share = spec.dense_layers / spec.num_layers  # layers whose MLP is the profile's
             self._ep = int(predictor_config.expert_parallel_size or 1)
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
-            # the target's device (the replica's Vidur SKU when no DeviceSpec was given), TP and collective model
-            device = self._device or get_device(getattr(replica_config, "device", None) or "a100")
-            self._proposer.bind(ProposerContext(device, self._tp, self._all_reduce))
+            # the target's device, TP, collective model and kernel source
+            self._proposer.bind(ProposerContext(self._kernels.device, self._tp, self._all_reduce, self._kernels))
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer
@@ -230,7 +233,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             if cached is None:
                 if len(memo) >= 65536:  # bounded: steady decode steps repeat, prefill mixes rarely do
                     memo.clear()
-                cached = memo[key] = moe_layer_ms(self._moe, self._moe_device, self._tp, groups, ep=self._ep)
+                cached = memo[key] = self._kernels.fused_moe_ms(self._moe, self._tp, groups, ep=self._ep)
             batch._specdec_moe = cached
         return cached
 
@@ -294,7 +297,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         """
         if self._tp <= 1:
             return 0.0
-        return self._all_reduce(self._device, self._tp, self._tok(batch) * self._hidden * 2)
+        return self._kernels.all_reduce_ms(self._tp, self._tok(batch) * self._hidden * 2)
 
     def _get_pipeline_parallel_communication_time(self, batch) -> float:
         return 0.0  # pipeline parallel 1

@@ -284,9 +284,10 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         device_spec=dep.device,
         tensor_parallel_size=dep.tp,
         step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp, target,
-                                            step_overheads.piecewise_graphs(cfg)),
+                                            step_overheads.piecewise_graphs(cfg), kernels=dep.kernels),
         all_reduce=cfg.engine.all_reduce,
         expert_parallel_size=dep.ep,
+        kernels=dep.kernels,
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
@@ -378,6 +379,9 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "tensor_parallel_size": int(p.predictor.tensor_parallel_size),
         "profiles": p.profile_files,
         "profile_source": dict(p.profile_source),
+        **({"kernel_sources": p.deployment.kernels.sources(
+            p.deployment.tp, [s for s in (p.model, p.deployment.draft) if s is not None])}
+           if p.deployment and p.deployment.kernels is not None else {}),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
         "num_speculative_tokens_per_batch_size": [list(r) for r in p.scheduler.k_schedule]
