@@ -20,7 +20,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 # of them is a path (``model: my_model.yaml``; a registered model name stays a name).
 # Other modules add their keys with register_path_key.
 PATH_KEYS: Dict[str, tuple] = {
-    "profiles": (("shipped",), None),
+    "profiles": (("shipped", "built"), None),
     "workload.trace_file": ((), None),
     "speculative.draft_profiles": ((), None),
     "predictor.cache_dir": ((), None),

@@ -14,6 +14,12 @@ expert parallelism) one MoE layer runs
   are joined by the builder's power mean with its fitted GEMM efficiencies;
 * the shared experts (DeepSeek) as an ordinary dense gated MLP.
 
+With a measured curve (``routed``, a :class:`~vidur_specdec.costs.fused_moe_table.FusedMoeCurve`)
+the routed experts (grouped GEMMs and activation) are instead vLLM's measured
+fused-MoE kernel time at :func:`table_tokens`, the token count whose unrelated
+tokens wake as many distinct experts as the step does; router and shared
+experts stay on the roofline (the table does not time them).
+
 Dense leading layers (DeepSeek's first three) keep the profile's MLP ops. Times in
 ms per layer; ``device`` is the builder's device mapping (``peak_flops``,
 ``mem_bw``, ``sms``, ``l2_bytes``).
@@ -36,10 +42,32 @@ def expert_bytes_per_weight(spec) -> float:
     return BYTES_PER_WEIGHT.get(spec.quantization or "", 2.0)
 
 
+def table_tokens(groups: Sequence[int], num_experts: int, top_k: int, rho: float = routing.DEFAULT_RHO,
+                 zipf_s: float = routing.DEFAULT_ZIPF_S) -> float:
+    """Tokens at which to read a measured fused-MoE table for the step ``groups`` (a count, may be fractional).
+
+    ``T * D(groups) / D(T unrelated tokens)``, ``T`` the step's tokens and ``D``
+    the routing model's expected distinct experts: a decode-only step reads the
+    table at its own token count; a verify block's k+1 correlated tokens wake
+    fewer experts than k+1 unrelated ones, so it reads the table at fewer
+    tokens, in proportion. At large T both counts reach E and the ratio 1.
+    """
+    tokens = int(sum(groups))
+    if tokens == 0:
+        return 0.0
+    d = routing.expected_distinct(list(groups), num_experts, top_k, rho, zipf_s)
+    d1 = routing.expected_distinct([1] * tokens, num_experts, top_k, rho, zipf_s)
+    return tokens * d / d1
+
+
 def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
                  zipf_s: float = routing.DEFAULT_ZIPF_S, efficiency: Optional[Mapping] = None,
-                 weight_bytes: Optional[float] = None, ep: int = 1) -> Tuple[float, float]:
+                 weight_bytes: Optional[float] = None, ep: int = 1, routed=None) -> Tuple[float, float]:
     """(ms of one MoE layer on one GPU, expected distinct routed experts woken) for the step ``groups``.
+
+    ``routed``: a measured curve (``.ms(tokens)``, ms per GPU at the step's whole
+    token count, read for ``tp`` / ``ep`` already) pricing the routed experts at
+    :func:`table_tokens`; None prices them on the roofline.
 
     ``weight_bytes`` overrides the bytes per expert weight (default: the checkpoint's format).
     ``ep`` > 1: expert parallel over the ``tp`` GPUs (vLLM's ``enable_expert_parallel``, EP
@@ -57,6 +85,30 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
     wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
+    fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
+    # router GEMM + top-k / softmax over T x E scores
+    ms = float(gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
+    ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
+    if routed is not None:
+        ms += routed.ms(table_tokens(groups, E, k, rho, zipf_s))
+    else:
+        grouped, act = _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s)
+        ms += grouped
+        ms += act
+    if spec.shared_ffn_size:
+        sf = spec.shared_ffn_size / tp
+        sb = 1 if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
+        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, ACT_BYTES, weight_b=sb))
+               + float(gemm_ms(tokens, sf, h, fdev, g, ACT_BYTES, weight_b=sb)))
+        ms += float(stream_ms(3.0 * tokens * sf * ACT_BYTES, dev, e["mlp_act"], l2))
+    return ms, distinct
+
+
+def _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s) -> Tuple[float, float]:
+    """The routed experts on the builder's roofline: (grouped GEMM pair over the woken experts, SiLU) in ms."""
+    g, l2 = e["gemm"], e["l2"]
+    h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
+    tokens = int(sum(groups))
     if ep > 1:  # whole experts; the busiest GPU's woken experts and rows
         f = spec.expert_ffn_size
         woken, rows = routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
@@ -65,10 +117,6 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
         woken, rows = distinct, tokens * k
     # fp8 experts and shared experts run W8A8 on the FP8 tensor cores (DeepSeek-V3's block-fp8 fused MoE);
     # MXFP4 experts on Hopper run W4A16 (OpenAI triton_kernels: bf16 activations), so at the bf16 rate
-    fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
-    # router GEMM + top-k / softmax over T x E scores
-    ms = float(gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
-    ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
     # routed experts: grouped GEMM over the woken experts (gate_up then down, two launches)
     flops = 2.0 * rows * 3 * h * f
     floor = woken * 2.0 * P.KERNEL["gemm_tile_m"] * 3 * h * f
@@ -76,12 +124,5 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     nbytes = woken * 3 * h * f * wb + rows * (2 * h + 3 * f) * ACT_BYTES
     t_memory = nbytes / (dev["mem_bw"] * g["mem_eff"])
     pw = g["overlap_exp"]
-    ms += (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
-    ms += float(stream_ms(3.0 * rows * f * ACT_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
-    if spec.shared_ffn_size:
-        sf = spec.shared_ffn_size / tp
-        sb = 1 if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
-        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, ACT_BYTES, weight_b=sb))
-               + float(gemm_ms(tokens, sf, h, fdev, g, ACT_BYTES, weight_b=sb)))
-        ms += float(stream_ms(3.0 * tokens * sf * ACT_BYTES, dev, e["mlp_act"], l2))
-    return ms, distinct
+    grouped = (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
+    return grouped, float(stream_ms(3.0 * rows * f * ACT_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up

@@ -164,6 +164,9 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     step_overheads: object = None
     all_reduce: str = DEFAULT_ALL_REDUCE  # engine.all_reduce: a key of collectives.ALL_REDUCE_MODELS
     expert_parallel_size: int = 1  # MoE layers expert-parallel over this many of the replica's GPUs (1: TP-split)
+    # the MoE layers' routed experts from a measured fused-MoE curve (costs.fused_moe_table.FusedMoeCurve,
+    # read for this TP/EP); None: the builder's roofline
+    moe_routed: object = None
 
     @staticmethod
     def get_type():
@@ -195,6 +198,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             self._moe_device = dev.builder_fields()
             self._dense_share = spec.dense_layers / spec.num_layers  # layers whose MLP is the profile's
             self._ep = int(predictor_config.expert_parallel_size or 1)
+            self._moe_routed = predictor_config.moe_routed
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
@@ -203,7 +207,8 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
 
             # the target's device (the replica's Vidur SKU when no DeviceSpec was given), TP and collective model
             device = self._device or get_device(getattr(replica_config, "device", None) or "a100")
-            self._proposer.bind(ProposerContext(device, self._tp, self._all_reduce))
+            self._proposer.bind(ProposerContext(device, self._tp, self._all_reduce,
+                                                predictor_config.moe_routed if self._moe is not None else None))
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer
@@ -234,7 +239,8 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             if cached is None:
                 if len(memo) >= 65536:  # bounded: steady decode steps repeat, prefill mixes rarely do
                     memo.clear()
-                cached = memo[key] = moe_layer_ms(self._moe, self._moe_device, self._tp, groups, ep=self._ep)
+                cached = memo[key] = moe_layer_ms(self._moe, self._moe_device, self._tp, groups, ep=self._ep,
+                                                  routed=self._moe_routed)
             batch._specdec_moe = cached
         return cached
 

@@ -48,6 +48,7 @@ from vidur_specdec.engine import deployment
 from vidur_specdec.costs import memory
 from vidur_specdec.speculation import proposers
 from vidur_specdec.costs import step_overheads
+from vidur_specdec.costs import fused_moe_table
 from vidur_specdec.costs import verify_cost
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
@@ -236,6 +237,7 @@ class Prepared:
     deployment: Optional[Deployment] = None
     profile_source: Dict[str, Optional[str]] = field(default_factory=dict)  # target/draft: shipped|built|measured
     warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
+    kernel_sources: Dict[str, str] = field(default_factory=dict)  # op family -> source label (MoE targets: "moe")
 
 
 def prepare(cfg: RunConfig) -> Prepared:
@@ -258,6 +260,11 @@ def prepare(cfg: RunConfig) -> Prepared:
     mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
     gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
     warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
+    moe_routed, kernel_sources = None, {}
+    if model.is_moe:  # the routed experts from vLLM's measured fused-MoE table where the GPU has one
+        moe_routed, kernel_sources["moe"], moe_warning = fused_moe_table.choose(cfg.profiles, dep.device.name,
+                                                                                model, dep.tp, dep.ep)
+        warnings += [moe_warning] if moe_warning else []
     target, proposer, choices = priced(cfg, dep, deployment.longest_request_tokens(cfg, specs))
     t = choices["target"]
     files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
@@ -275,6 +282,7 @@ def prepare(cfg: RunConfig) -> Prepared:
                                             step_overheads.piecewise_graphs(cfg)),
         all_reduce=cfg.engine.all_reduce,
         expert_parallel_size=dep.ep,
+        moe_routed=moe_routed,
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
@@ -291,7 +299,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         drafter_sync=bool(spec.enabled and proposer.drafter_forward),
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
-    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings)
+    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings, kernel_sources)
 
 
 #: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged).
@@ -361,6 +369,7 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "tensor_parallel_size": int(p.predictor.tensor_parallel_size),
         "profiles": p.profile_files,
         "profile_source": dict(p.profile_source),
+        **({"kernel_sources": dict(p.kernel_sources)} if p.kernel_sources else {}),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
         "num_speculative_tokens_per_batch_size": [list(r) for r in p.scheduler.k_schedule]

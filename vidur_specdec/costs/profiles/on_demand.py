@@ -44,6 +44,7 @@ MAX_CONTEXT = 32768  # tokens: largest; beyond, attention extrapolates linearly 
 MIN_CHUNK = 512  # tokens: smallest prefill-chunk cover (the default chunk_size)
 
 SOURCES = ("shipped", "built", "measured")
+BUILT = "built"  # profiles: built -- the analytical roofline throughout (the shipped file where one ships)
 
 _HERE = Path(__file__).resolve().parent
 _CODE_DIGEST = hashlib.sha256(b"".join(
@@ -144,7 +145,7 @@ def choose_profile(root: str, model: ModelSpec, device: DeviceSpec, tp: int, *, 
     """
     from vidur_specdec.costs.operator_model import SHIPPED, default_cache_dir, locate_profile, shipped_profiles_root
 
-    if root == SHIPPED:
+    if root in (SHIPPED, BUILT):
         if is_shipped(model, device, tp):
             mlp, att = locate_profile(SHIPPED, device.name, model.name, key=key)
             rel = Path(mlp).parent.relative_to(shipped_profiles_root()).as_posix()

@@ -39,6 +39,7 @@ class ProposerContext:
     device: object = None  # vidur_specdec.hardware.devices.DeviceSpec
     tensor_parallel_size: int = 1
     all_reduce: Optional[Callable] = None  # (device, world, nbytes) -> ms: the run's engine.all_reduce model
+    moe_routed: object = None  # an MoE target's measured routed-expert curve (costs.fused_moe_table); None: roofline
 
     def all_reduce_ms(self, tokens: int, hidden: int, tp: Optional[int] = None) -> float:
         """One all-reduce (ms) of ``tokens`` × ``hidden`` bf16 activations among ``tp`` GPUs.

@@ -40,7 +40,10 @@ class MTPProposer(EagleProposer):
         key = (tuple(sorted(groups)), tp)
         cache = self.__dict__.setdefault("_moe_cache", {})
         if key not in cache:
-            cache[key] = moe_layer_ms(self.target_spec, device.builder_fields(), tp, groups, ep=self.ep)[0]
+            ctx = getattr(self, "ctx", None)
+            routed = ctx.moe_routed if ctx is not None and tp == ctx.tensor_parallel_size else None
+            cache[key] = moe_layer_ms(self.target_spec, device.builder_fields(), tp, groups, ep=self.ep,
+                                      routed=routed)[0]
         return cache[key] - self.target_mlp_ms(p.tokens)
 
     def memory_bytes(self, tp: int = 1):

@@ -1,0 +1,127 @@
+"""The MoE layer priced from vLLM's measured fused-MoE tables (aiconfigurator-core 0.12.0, vLLM 0.24.0 rows)."""
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import small
+from vidur_specdec.architectures.models import KNOWN_MODELS
+from vidur_specdec.costs import fused_moe_table as F
+from vidur_specdec.costs.moe_layer import moe_layer_ms, table_tokens
+from vidur_specdec.hardware.devices import get_device
+
+QWEN = KNOWN_MODELS["Qwen/Qwen3-30B-A3B"]
+DSV3 = KNOWN_MODELS["deepseek-ai/DeepSeek-V3"]
+GPTOSS = KNOWN_MODELS["openai/gpt-oss-120b"]
+H100 = get_device("h100").builder_fields()
+
+
+class _Zero:
+    """A curve pricing the routed experts at 0 ms: what the layer adds beyond the table (router, shared experts)."""
+
+    def ms(self, tokens):
+        return 0.0
+
+
+def _rows(device: str, kernel_source: str, spec, mtp: int, mep: int) -> pd.DataFrame:
+    """The table's own balanced rows for one deployment, read straight from the Parquet file."""
+    df = pd.read_parquet(F.table_path(device), filters=[("kernel_source", "==", kernel_source)])
+    sel = ((df.kernel_source == kernel_source) & (df.hidden_size == spec.hidden_size)
+           & (df.inter_size == spec.expert_ffn_size) & (df.topk == spec.experts_per_token)
+           & (df.num_experts == spec.num_experts) & (df.moe_tp_size == mtp) & (df.moe_ep_size == mep)
+           & (df.distribution == "balanced"))
+    return df[sel].sort_values("num_tokens")
+
+
+# (device, model, format, tp, ep): a sample per GPU family and format, Hopper TP and EP kernels both
+SAMPLE = [
+    ("h100", QWEN, "", 1, 1), ("h100", QWEN, "fp8", 1, 1), ("h200", DSV3, "fp8", 8, 1),
+    ("h200", DSV3, "fp8", 8, 8), ("h100", GPTOSS, "mxfp4", 1, 1), ("b200", QWEN, "", 1, 1),
+    ("b200", DSV3, "fp8", 8, 8), ("b200", GPTOSS, "mxfp4", 1, 1), ("l40s", QWEN, "", 1, 1),
+    ("rtx_pro_6000", GPTOSS, "mxfp4", 1, 1),
+]
+
+
+@pytest.mark.parametrize("device,spec,fmt,tp,ep", SAMPLE, ids=lambda v: getattr(v, "name", v))
+def test_moe_layer_reproduces_the_tables_own_rows(device, spec, fmt, tp, ep):
+    spec = dataclasses.replace(spec, quantization=fmt)
+    curve = F.curve(device, spec, tp, ep)
+    rows = _rows(device, curve.kernel.kernel_source, spec, 1 if ep > 1 else tp, ep)
+    assert len(rows) >= 20
+    dev = get_device(device).builder_fields() if device in ("h100", "h200") else H100
+    errs = []
+    for n, lat in zip(rows.num_tokens.to_numpy()[::3], rows.latency.to_numpy()[::3]):  # every third point
+        groups = [1] * int(n)  # n unrelated tokens (decodes): the table's own token count
+        routed = (moe_layer_ms(spec, dev, tp, groups, ep=ep, routed=curve)[0]
+                  - moe_layer_ms(spec, dev, tp, groups, ep=ep, routed=_Zero())[0])
+        errs.append(abs(routed - lat) / lat)
+    assert np.median(errs) < 0.03 and max(errs) < 1e-9
+
+
+def test_whole_layer_without_shared_experts_is_the_table_within_3_percent():
+    curve = F.curve("h100", QWEN, 1)
+    x, y = curve.tokens, curve.latency_ms
+    errs = [abs(moe_layer_ms(QWEN, H100, 1, [1] * int(n), routed=curve)[0] - lat) / lat for n, lat in zip(x, y)]
+    assert np.median(errs) < 0.03  # the router GEMM and top-k (not in the table) are the rest
+
+
+def test_verify_blocks_read_the_table_at_fewer_tokens():
+    assert table_tokens([1] * 12, 128, 8) == pytest.approx(12)
+    block = table_tokens([4] * 3, 128, 8)  # three verify blocks of k = 3: 12 tokens, correlated within a block
+    assert 3 < block < 12
+    assert table_tokens([4] * 3, 128, 8, rho=0.0) == pytest.approx(12)  # no locality: unrelated tokens
+    assert table_tokens([4] * 1024, 128, 8) == pytest.approx(4096, rel=1e-6)  # saturated: every expert woken
+    curve = F.curve("h100", QWEN, 1)
+    assert (moe_layer_ms(QWEN, H100, 1, [4], routed=curve)[0]
+            < moe_layer_ms(QWEN, H100, 1, [1] * 4, routed=curve)[0])
+
+
+def test_kernel_is_the_one_vllm_picks():
+    assert F.curve("h100", QWEN, 1).kernel.name == "triton"
+    fp8 = dataclasses.replace(QWEN, quantization="fp8")
+    assert F.curve("h200", DSV3, 8).kernel.name == "triton"  # block fp8 without EP on Hopper
+    assert F.curve("h200", DSV3, 8, 8).kernel.name == "flashinfer_cutlass"  # with EP
+    assert F.curve("b200", fp8, 1).kernel.name == "flashinfer_trtllm"
+    assert F.curve("h100", GPTOSS, 1).kernel.name == "oai_triton_mxfp4"
+    assert F.curve("b200", GPTOSS, 1).kernel.name == "flashinfer_trtllm_mxfp4_bf16"
+
+
+def test_missing_tables_and_rows_are_named():
+    with pytest.raises(F.MoeTableError, match="no fused-MoE table for 'a100'"):
+        F.curve("a100", QWEN, 1)
+    with pytest.raises(F.MoeTableError, match="missing fused-MoE rows .*moe_tp 4"):
+        F.curve("h100", dataclasses.replace(QWEN, quantization="fp8"), 4)
+    with pytest.raises(F.MoeTableError, match="power_law_0.5"):
+        F.curve("h100", QWEN, 1, zipf_s=0.5)
+    got, label, warn = F.choose("shipped", "h100", dataclasses.replace(QWEN, quantization="fp8"), 4)
+    assert got is None and label.startswith("built") and "moe_tp 4" in warn
+    assert F.choose("built", "h100", QWEN, 1)[0] is None
+    assert F.choose("shipped", "a100", QWEN, 1)[:3:2] == (None, "")
+
+
+def test_pinned_package_version(monkeypatch):
+    monkeypatch.setattr(F.metadata, "version", lambda name: "0.11.0")
+    with pytest.raises(F.MoeTableError, match="0.11.0 is installed; .* need 0.12.0"):
+        F.check_package()
+
+
+def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
+    """steps.csv's moe_ms of decode-only steps, per MoE layer, against the table at the same token count."""
+    from vidur_specdec import simulate
+    from vidur_specdec.engine.resolve import load
+
+    res = simulate(load(small(num_requests=8, qps=8.0, method="none", model="Qwen/Qwen3-30B-A3B", device="h100")))
+    assert res.summary["kernel_sources"]["moe"].startswith("measured:aiconfigurator-core==0.12.0/h100_sxm")
+    curve = F.curve("h100", QWEN, 1)
+    s = res.steps[(res.steps.prefill_tokens == 0) & (res.steps.decode_reqs > 0)]
+    assert len(s) > 20
+    errs = []
+    for n, moe in zip(s.num_tokens, s.moe_ms / QWEN.num_moe_layers):
+        rest = moe_layer_ms(QWEN, H100, 1, [1] * int(n), routed=_Zero())[0]  # router GEMM and top-k
+        errs.append(abs(moe - rest - curve.ms(n)) / curve.ms(n))
+    assert max(errs) < 1e-6
+    built = simulate(load(small(num_requests=4, qps=8.0, method="none", model="Qwen/Qwen3-30B-A3B",
+                                device="h100", profiles="built")))
+    assert built.summary["kernel_sources"]["moe"].startswith("built")
