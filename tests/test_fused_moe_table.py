@@ -9,7 +9,8 @@ import pytest
 from conftest import small
 from vidur_specdec.architectures.models import KNOWN_MODELS
 from vidur_specdec.costs import fused_moe_table as F
-from vidur_specdec.costs.moe_layer import moe_layer_ms, table_tokens
+from vidur_specdec.costs.moe_layer import moe_layer_ms, routed_table_ms
+from vidur_specdec.costs.routing import expected_distinct
 from vidur_specdec.hardware.devices import get_device
 
 QWEN = KNOWN_MODELS["Qwen/Qwen3-30B-A3B"]
@@ -45,37 +46,29 @@ SAMPLE = [
 
 
 @pytest.mark.parametrize("device,spec,fmt,tp,ep", SAMPLE, ids=lambda v: getattr(v, "name", v))
-def test_moe_layer_reproduces_the_tables_own_rows(device, spec, fmt, tp, ep):
+def test_routed_experts_reproduce_the_tables_own_rows(device, spec, fmt, tp, ep):
+    """At the table's own points (n tokens waking min(E, n top_k) experts, its balanced routing): its rows."""
     spec = dataclasses.replace(spec, quantization=fmt)
     curve = F.curve(device, spec, tp, ep)
     rows = _rows(device, curve.kernel.kernel_source, spec, 1 if ep > 1 else tp, ep)
     assert len(rows) >= 20
-    dev = get_device(device).builder_fields() if device in ("h100", "h200") else H100
-    errs = []
-    for n, lat in zip(rows.num_tokens.to_numpy()[::3], rows.latency.to_numpy()[::3]):  # every third point
-        groups = [1] * int(n)  # n unrelated tokens (decodes): the table's own token count
-        routed = (moe_layer_ms(spec, dev, tp, groups, ep=ep, routed=curve)[0]
-                  - moe_layer_ms(spec, dev, tp, groups, ep=ep, routed=_Zero())[0])
-        errs.append(abs(routed - lat) / lat)
+    E, k = spec.num_experts, spec.experts_per_token
+    errs = [abs(routed_table_ms(curve, n, min(E, n * k), E, k) - lat) / lat
+            for n, lat in zip(rows.num_tokens.to_numpy()[::3], rows.latency.to_numpy()[::3])]  # every third point
     assert np.median(errs) < 0.03 and max(errs) < 1e-9
 
 
-def test_whole_layer_without_shared_experts_is_the_table_within_3_percent():
+def test_layer_reads_the_table_where_it_wakes_as_many_experts():
     curve = F.curve("h100", QWEN, 1)
-    x, y = curve.tokens, curve.latency_ms
-    errs = [abs(moe_layer_ms(QWEN, H100, 1, [1] * int(n), routed=curve)[0] - lat) / lat for n, lat in zip(x, y)]
-    assert np.median(errs) < 0.03  # the router GEMM and top-k (not in the table) are the rest
-
-
-def test_verify_blocks_read_the_table_at_fewer_tokens():
-    assert table_tokens([1] * 12, 128, 8) == pytest.approx(12)
-    block = table_tokens([4] * 3, 128, 8)  # three verify blocks of k = 3: 12 tokens, correlated within a block
-    assert 3 < block < 12
-    assert table_tokens([4] * 3, 128, 8, rho=0.0) == pytest.approx(12)  # no locality: unrelated tokens
-    assert table_tokens([4] * 1024, 128, 8) == pytest.approx(4096, rel=1e-6)  # saturated: every expert woken
-    curve = F.curve("h100", QWEN, 1)
-    assert (moe_layer_ms(QWEN, H100, 1, [4], routed=curve)[0]
-            < moe_layer_ms(QWEN, H100, 1, [1] * 4, routed=curve)[0])
+    routed = lambda groups: (moe_layer_ms(QWEN, H100, 1, groups, routed=curve)[0]  # noqa: E731
+                             - moe_layer_ms(QWEN, H100, 1, groups, routed=_Zero())[0])
+    assert routed([1]) == pytest.approx(curve.ms(1))  # one token wakes top_k experts, as the table's does
+    d16 = expected_distinct([1] * 16, 128, 8)  # 82 experts in expectation; the table's 16 tokens wake all 128
+    assert routed([1] * 16) == pytest.approx(curve.ms(d16 / 8)) and routed([1] * 16) < 0.8 * curve.ms(16)
+    assert routed([1] * 4096) == pytest.approx(curve.ms(4096), rel=1e-3)  # saturated: the step's own count
+    assert routed([4]) < routed([1] * 4)  # a verify block's correlated tokens wake fewer experts
+    assert routed([4]) == pytest.approx(curve.ms(expected_distinct([4], 128, 8) / 8))
+    assert routed([1] * 32) < curve.ms(32)  # continuous across the table's saturation point (E / top_k = 16)
 
 
 def test_kernel_is_the_one_vllm_picks():
@@ -117,11 +110,12 @@ def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
     curve = F.curve("h100", QWEN, 1)
     s = res.steps[(res.steps.prefill_tokens == 0) & (res.steps.decode_reqs > 0)]
     assert len(s) > 20
-    errs = []
     for n, moe in zip(s.num_tokens, s.moe_ms / QWEN.num_moe_layers):
-        rest = moe_layer_ms(QWEN, H100, 1, [1] * int(n), routed=_Zero())[0]  # router GEMM and top-k
-        errs.append(abs(moe - rest - curve.ms(n)) / curve.ms(n))
-    assert max(errs) < 1e-6
+        router = moe_layer_ms(QWEN, H100, 1, [1] * int(n), routed=_Zero())[0]  # router GEMM and top-k
+        read = routed_table_ms(curve, n, expected_distinct([1] * int(n), 128, 8), 128, 8)
+        assert moe - router == pytest.approx(read, rel=1e-9)
+        if n == 1 or n >= 128:  # one token, or every expert woken: the table's row at the same count
+            assert moe - router == pytest.approx(curve.ms(n), rel=0.03)
     built = simulate(load(small(num_requests=4, qps=8.0, method="none", model="Qwen/Qwen3-30B-A3B",
                                 device="h100", profiles="built")))
     assert built.summary["kernel_sources"]["moe"].startswith("built")

@@ -16,9 +16,9 @@ expert parallelism) one MoE layer runs
 
 With a measured curve (``routed``, a :class:`~vidur_specdec.costs.fused_moe_table.FusedMoeCurve`)
 the routed experts (grouped GEMMs and activation) are instead vLLM's measured
-fused-MoE kernel time at :func:`table_tokens`, the token count whose unrelated
-tokens wake as many distinct experts as the step does; router and shared
-experts stay on the roofline (the table does not time them).
+fused-MoE kernel time read where the table wakes as many experts as the step
+(:func:`routed_table_ms`); router and shared experts stay on the roofline (the
+table does not time them).
 
 Dense leading layers (DeepSeek's first three) keep the profile's MLP ops. Times in
 ms per layer; ``device`` is the builder's device mapping (``peak_flops``,
@@ -42,22 +42,24 @@ def expert_bytes_per_weight(spec) -> float:
     return BYTES_PER_WEIGHT.get(spec.quantization or "", 2.0)
 
 
-def table_tokens(groups: Sequence[int], num_experts: int, top_k: int, rho: float = routing.DEFAULT_RHO,
-                 zipf_s: float = routing.DEFAULT_ZIPF_S) -> float:
-    """Tokens at which to read a measured fused-MoE table for the step ``groups`` (a count, may be fractional).
+def routed_table_ms(curve, tokens: float, distinct: float, num_experts: int, top_k: int) -> float:
+    """Routed-expert ms of a step of ``tokens`` waking ``distinct`` experts, read from a measured table.
 
-    ``T * D(groups) / D(T unrelated tokens)``, ``T`` the step's tokens and ``D``
-    the routing model's expected distinct experts: a decode-only step reads the
-    table at its own token count; a verify block's k+1 correlated tokens wake
-    fewer experts than k+1 unrelated ones, so it reads the table at fewer
-    tokens, in proportion. At large T both counts reach E and the ratio 1.
+    The table's rows use balanced routing: n tokens wake exactly ``min(E, n top_k)``
+    experts and route ``n top_k`` rows. The step is read at ``distinct / top_k``
+    tokens, where the table wakes as many experts as the step, plus, past the
+    table's saturation point ``E / top_k``, the table's increase from there to
+    the step's own token count (the rows it adds once every expert is woken):
+    ``t(D/k) + t(T) - t(E/k)`` (the last two only when ``T > E/k``). At the table's own points (``distinct`` =
+    ``min(E, n top_k)``) this is the row itself.
     """
-    tokens = int(sum(groups))
-    if tokens == 0:
+    if tokens <= 0:
         return 0.0
-    d = routing.expected_distinct(list(groups), num_experts, top_k, rho, zipf_s)
-    d1 = routing.expected_distinct([1] * tokens, num_experts, top_k, rho, zipf_s)
-    return tokens * d / d1
+    sat = num_experts / top_k
+    ms = curve.ms(distinct / top_k)
+    if tokens > sat:  # the table's own change past saturation (it may dip: measured noise is kept)
+        ms += curve.ms(tokens) - curve.ms(sat)
+    return ms
 
 
 def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
@@ -66,8 +68,8 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     """(ms of one MoE layer on one GPU, expected distinct routed experts woken) for the step ``groups``.
 
     ``routed``: a measured curve (``.ms(tokens)``, ms per GPU at the step's whole
-    token count, read for ``tp`` / ``ep`` already) pricing the routed experts at
-    :func:`table_tokens`; None prices them on the roofline.
+    token count, read for ``tp`` / ``ep`` already) pricing the routed experts
+    (:func:`routed_table_ms`); None prices them on the roofline.
 
     ``weight_bytes`` overrides the bytes per expert weight (default: the checkpoint's format).
     ``ep`` > 1: expert parallel over the ``tp`` GPUs (vLLM's ``enable_expert_parallel``, EP
@@ -90,7 +92,7 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     ms = float(gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
     ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
     if routed is not None:
-        ms += routed.ms(table_tokens(groups, E, k, rho, zipf_s))
+        ms += routed_table_ms(routed, tokens, distinct, E, k)
     else:
         grouped, act = _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s)
         ms += grouped
