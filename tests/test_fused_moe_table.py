@@ -89,7 +89,7 @@ def test_missing_tables_and_rows_are_named():
     with pytest.raises(F.MoeTableError, match="power_law_0.5"):
         F.curve("h100", QWEN, 1, zipf_s=0.5)
     got, label, warn = F.choose("shipped", "h100", dataclasses.replace(QWEN, quantization="fp8"), 4)
-    assert got is None and label.startswith("built") and "moe_tp 4" in warn
+    assert got is None and label == "built" and "moe_tp 4" in warn
     assert F.choose("built", "h100", QWEN, 1)[0] is None
     assert F.choose("shipped", "a100", QWEN, 1)[:3:2] == (None, "")
 
@@ -106,7 +106,7 @@ def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
     from vidur_specdec.engine.resolve import load
 
     res = simulate(load(small(num_requests=8, qps=8.0, method="none", model="Qwen/Qwen3-30B-A3B", device="h100")))
-    assert res.summary["kernel_sources"]["moe"].startswith("measured:aiconfigurator-core==0.12.0/h100_sxm")
+    assert res.summary["kernel_sources"]["moe"].startswith("measured: h100_sxm, vllm 0.24.0 (aiconfigurator-core 0.12.0)")
     curve = F.curve("h100", QWEN, 1)
     s = res.steps[(res.steps.prefill_tokens == 0) & (res.steps.decode_reqs > 0)]
     assert len(s) > 20
@@ -118,4 +118,4 @@ def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
             assert moe - router == pytest.approx(curve.ms(n), rel=0.03)
     built = simulate(load(small(num_requests=4, qps=8.0, method="none", model="Qwen/Qwen3-30B-A3B",
                                 device="h100", profiles="built")))
-    assert built.summary["kernel_sources"]["moe"].startswith("built")
+    assert built.summary["kernel_sources"]["moe"] == "built"

@@ -197,8 +197,9 @@ class FusedMoeCurve:
         return float(np.interp(num_tokens, x, y))
 
     def label(self) -> str:
-        return (f"measured:{PACKAGE}=={PACKAGE_VERSION}/{SYSTEMS[self.device][0]}/vllm/{VLLM_TABLE_VERSION}/"
-                f"{self.moe_dtype}/{self.kernel.name}")
+        """The source as ``summary.json``'s ``kernel_sources`` names it (GPU, framework, version, kernel)."""
+        return (f"measured: {SYSTEMS[self.device][0]}, vllm {VLLM_TABLE_VERSION} ({PACKAGE} {PACKAGE_VERSION}); "
+                f"fused MoE {self.moe_dtype}, {self.kernel.name}")
 
 
 def kernel_for(device: str, quantization: str, ep: int) -> Tuple[Kernel, str]:
@@ -246,7 +247,7 @@ def try_curve(device: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> T
         return None, str(e)
 
 
-BUILT_LABEL = "built:roofline"
+BUILT_LABEL = "built"  # the builder's roofline
 
 
 def choose(profiles: str, device: str, spec, tp: int, ep: int = 1,
@@ -262,10 +263,10 @@ def choose(profiles: str, device: str, spec, tp: int, ep: int = 1,
     ``kernel_sources``.
     """
     if profiles == "built":
-        return None, f"{BUILT_LABEL} (profiles: built)", ""
+        return None, BUILT_LABEL, ""
     if device not in SYSTEMS:
-        return None, f"{BUILT_LABEL} (no vLLM {VLLM_TABLE_VERSION} fused-MoE table for {device})", ""
+        return None, BUILT_LABEL, ""  # no vLLM tables for this GPU (the A100, a device YAML)
     got, why = try_curve(device, spec, tp, ep, zipf_s)
     if got is None:
-        return None, f"{BUILT_LABEL} (no measured rows)", f"{why}; the MoE layers are priced on the builder's roofline"
+        return None, BUILT_LABEL, f"{why}; the MoE layers are priced on the builder's roofline"
     return got, got.label(), ""
