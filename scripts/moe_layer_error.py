@@ -21,8 +21,8 @@ import docblock  # noqa: E402  (scripts/docblock.py)
 import numpy as np
 
 from vidur_specdec.architectures.models import KNOWN_MODELS
-from vidur_specdec.costs import fused_moe_table
-from vidur_specdec.costs.moe_layer import moe_layer_ms
+from vidur_specdec.costs import kernels
+from vidur_specdec.costs.kernels import BUILT, TABLES
 from vidur_specdec.hardware.devices import get_device
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,14 +48,10 @@ PUBLISHED = [
 def errors(model: str, quantization: str, device: str, tp: int, published: dict, measured: bool = False):
     """{M: % error of the priced layer against the published time}; None when ``measured`` has no rows."""
     spec = dataclasses.replace(KNOWN_MODELS[model], quantization=quantization)
-    dev = get_device(device).builder_fields()
-    routed = None
-    if measured:
-        routed, _ = fused_moe_table.try_curve(device, spec, tp)
-        if routed is None:
-            return None
-    return {m: 100.0 * (moe_layer_ms(spec, dev, tp, [1] * m, routed=routed)[0] * 1e3 - us) / us
-            for m, us in published.items()}
+    source = kernels.make(TABLES if measured else BUILT, get_device(device))
+    if source.warnings(tp, [spec]):  # the tables lack the deployment's rows
+        return None
+    return {m: 100.0 * (source.fused_moe_ms(spec, tp, [1] * m)[0] * 1e3 - us) / us for m, us in published.items()}
 
 
 def _cells(err) -> str:

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import small
 from vidur_specdec.architectures.models import KNOWN_MODELS
+from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as F
 from vidur_specdec.costs.moe_layer import moe_layer_ms, routed_table_ms
 from vidur_specdec.costs.routing import expected_distinct
@@ -26,9 +27,9 @@ class _Zero:
         return 0.0
 
 
-def _rows(device: str, kernel_source: str, spec, mtp: int, mep: int) -> pd.DataFrame:
+def _rows(system: str, kernel_source: str, spec, mtp: int, mep: int) -> pd.DataFrame:
     """The table's own balanced rows for one deployment, read straight from the Parquet file."""
-    df = pd.read_parquet(F.table_path(device), filters=[("kernel_source", "==", kernel_source)])
+    df = pd.read_parquet(F.table_path(system), filters=[("kernel_source", "==", kernel_source)])  # not the module's reader
     sel = ((df.kernel_source == kernel_source) & (df.hidden_size == spec.hidden_size)
            & (df.inter_size == spec.expert_ffn_size) & (df.topk == spec.experts_per_token)
            & (df.num_experts == spec.num_experts) & (df.moe_tp_size == mtp) & (df.moe_ep_size == mep)
@@ -36,21 +37,21 @@ def _rows(device: str, kernel_source: str, spec, mtp: int, mep: int) -> pd.DataF
     return df[sel].sort_values("num_tokens")
 
 
-# (device, model, format, tp, ep): a sample per GPU family and format, Hopper TP and EP kernels both
+# (AIConfigurator system, model, format, tp, ep): a sample per GPU family and format, Hopper TP and EP kernels both
 SAMPLE = [
-    ("h100", QWEN, "", 1, 1), ("h100", QWEN, "fp8", 1, 1), ("h200", DSV3, "fp8", 8, 1),
-    ("h200", DSV3, "fp8", 8, 8), ("h100", GPTOSS, "mxfp4", 1, 1), ("b200", QWEN, "", 1, 1),
-    ("b200", DSV3, "fp8", 8, 8), ("b200", GPTOSS, "mxfp4", 1, 1), ("l40s", QWEN, "", 1, 1),
-    ("rtx_pro_6000", GPTOSS, "mxfp4", 1, 1),
+    ("h100_sxm", QWEN, "", 1, 1), ("h100_sxm", QWEN, "fp8", 1, 1), ("h200_sxm", DSV3, "fp8", 8, 1),
+    ("h200_sxm", DSV3, "fp8", 8, 8), ("h100_sxm", GPTOSS, "mxfp4", 1, 1), ("b200_sxm", QWEN, "", 1, 1),
+    ("b200_sxm", DSV3, "fp8", 8, 8), ("b200_sxm", GPTOSS, "mxfp4", 1, 1), ("l40s", QWEN, "", 1, 1),
+    ("rtx_pro_6000_server", GPTOSS, "mxfp4", 1, 1),
 ]
 
 
-@pytest.mark.parametrize("device,spec,fmt,tp,ep", SAMPLE, ids=lambda v: getattr(v, "name", v))
-def test_routed_experts_reproduce_the_tables_own_rows(device, spec, fmt, tp, ep):
+@pytest.mark.parametrize("system,spec,fmt,tp,ep", SAMPLE, ids=lambda v: getattr(v, "name", v))
+def test_routed_experts_reproduce_the_tables_own_rows(system, spec, fmt, tp, ep):
     """At the table's own points (n tokens waking min(E, n top_k) experts, its balanced routing): its rows."""
     spec = dataclasses.replace(spec, quantization=fmt)
-    curve = F.curve(device, spec, tp, ep)
-    rows = _rows(device, curve.kernel.kernel_source, spec, 1 if ep > 1 else tp, ep)
+    curve = F.curve(system, spec, tp, ep)
+    rows = _rows(system, curve.kernel.kernel_source, spec, 1 if ep > 1 else tp, ep)
     assert len(rows) >= 20
     E, k = spec.num_experts, spec.experts_per_token
     errs = [abs(routed_table_ms(curve, n, min(E, n * k), E, k) - lat) / lat
@@ -59,7 +60,7 @@ def test_routed_experts_reproduce_the_tables_own_rows(device, spec, fmt, tp, ep)
 
 
 def test_layer_reads_the_table_where_it_wakes_as_many_experts():
-    curve = F.curve("h100", QWEN, 1)
+    curve = F.curve("h100_sxm", QWEN, 1)
     routed = lambda groups: (moe_layer_ms(QWEN, H100, 1, groups, routed=curve)[0]  # noqa: E731
                              - moe_layer_ms(QWEN, H100, 1, groups, routed=_Zero())[0])
     assert routed([1]) == pytest.approx(curve.ms(1))  # one token wakes top_k experts, as the table's does
@@ -72,32 +73,39 @@ def test_layer_reads_the_table_where_it_wakes_as_many_experts():
 
 
 def test_kernel_is_the_one_vllm_picks():
-    assert F.curve("h100", QWEN, 1).kernel.name == "triton"
+    assert F.curve("h100_sxm", QWEN, 1).kernel.name == "triton"
     fp8 = dataclasses.replace(QWEN, quantization="fp8")
-    assert F.curve("h200", DSV3, 8).kernel.name == "triton"  # block fp8 without EP on Hopper
-    assert F.curve("h200", DSV3, 8, 8).kernel.name == "flashinfer_cutlass"  # with EP
-    assert F.curve("b200", fp8, 1).kernel.name == "flashinfer_trtllm"
-    assert F.curve("h100", GPTOSS, 1).kernel.name == "oai_triton_mxfp4"
-    assert F.curve("b200", GPTOSS, 1).kernel.name == "flashinfer_trtllm_mxfp4_bf16"
+    assert F.curve("h200_sxm", DSV3, 8).kernel.name == "triton"  # block fp8 without EP on Hopper
+    assert F.curve("h200_sxm", DSV3, 8, 8).kernel.name == "flashinfer_cutlass"  # with EP
+    assert F.curve("b200_sxm", fp8, 1).kernel.name == "flashinfer_trtllm"
+    assert F.curve("h100_sxm", GPTOSS, 1).kernel.name == "oai_triton_mxfp4"
+    assert F.curve("b200_sxm", GPTOSS, 1).kernel.name == "flashinfer_trtllm_mxfp4_bf16"
 
 
 def test_missing_tables_and_rows_are_named():
-    with pytest.raises(F.MoeTableError, match="no fused-MoE table for 'a100'"):
-        F.curve("a100", QWEN, 1)
+    from vidur_specdec.costs.kernels import TableKernels
+
+    with pytest.raises(F.MoeTableError, match="no vLLM 0.24.0 fused-MoE table for 'a100_sxm'"):
+        F.curve("a100_sxm", QWEN, 1)
+    fp8 = dataclasses.replace(QWEN, quantization="fp8")
     with pytest.raises(F.MoeTableError, match="missing fused-MoE rows .*moe_tp 4"):
-        F.curve("h100", dataclasses.replace(QWEN, quantization="fp8"), 4)
+        F.curve("h100_sxm", fp8, 4)  # 192-wide slices: vLLM's 128-block fp8 kernels refuse them too
     with pytest.raises(F.MoeTableError, match="power_law_0.5"):
-        F.curve("h100", QWEN, 1, zipf_s=0.5)
-    got, label, warn = F.choose("shipped", "h100", dataclasses.replace(QWEN, quantization="fp8"), 4)
-    assert got is None and label == "built" and "moe_tp 4" in warn
-    assert F.choose("built", "h100", QWEN, 1)[0] is None
-    assert F.choose("shipped", "a100", QWEN, 1)[:3:2] == (None, "")
+        F.curve("h100_sxm", QWEN, 1, zipf_s=0.5)
+    tables = TableKernels(get_device("h100"))
+    warn = tables.warnings(4, [fp8])
+    assert len(warn) == 1 and "moe_tp 4" in warn[0] and "roofline" in warn[0]
+    assert tables.sources(4, [fp8])["moe"] == "built" and tables.warnings(1, [QWEN]) == []
+    roof = tables.fused_moe_ms(fp8, 4, [1] * 8)
+    assert roof == moe_layer_ms(fp8, H100, 4, [1] * 8)  # priced on the roofline, as the warning says
 
 
 def test_pinned_package_version(monkeypatch):
-    monkeypatch.setattr(F.metadata, "version", lambda name: "0.11.0")
-    with pytest.raises(F.MoeTableError, match="0.11.0 is installed; .* need 0.12.0"):
-        F.check_package()
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "version", lambda name: "0.11.0")
+    with pytest.raises(ConfigError, match="0.11.0 is installed"):
+        F.table_path("h100_sxm")
 
 
 def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
@@ -107,7 +115,7 @@ def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
 
     res = simulate(load(small(num_requests=8, qps=8.0, method="none", model="Qwen/Qwen3-30B-A3B", device="h100")))
     assert res.summary["kernel_sources"]["moe"].startswith("measured: h100_sxm, vllm 0.24.0 (aiconfigurator-core 0.12.0)")
-    curve = F.curve("h100", QWEN, 1)
+    curve = F.curve("h100_sxm", QWEN, 1)
     s = res.steps[(res.steps.prefill_tokens == 0) & (res.steps.decode_reqs > 0)]
     assert len(s) > 20
     for n, moe in zip(s.num_tokens, s.moe_ms / QWEN.num_moe_layers):

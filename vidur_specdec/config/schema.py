@@ -238,7 +238,7 @@ class RunConfig:
     seed: int = _f(0, lo=0, hi=2**32 - 1)
     model: str = _f("meta-llama/Llama-2-7b-hf",
                     doc="known model name, Hugging Face config.json or YAML of ModelSpec fields")
-    device: str = _f("a100", doc="a100, h100, h200 or a YAML file of device figures")
+    device: str = _f("a100", doc="a100, h100, h200, b200, b300, gb200, gb300, l40s, rtx_pro_6000 or a YAML file of device figures")
     # vLLM's engine arguments of the same names (vllm/config/model.py quantization; vllm/config/cache.py
     # kv_cache_dtype, default "auto" = the model's dtype); the values this simulator models.
     quantization: Optional[str] = _f(None, choices=QUANTIZATIONS,
@@ -247,7 +247,7 @@ class RunConfig:
                                          "mxfp4 (routed experts, an MXFP4 checkpoint)")
     kv_cache_dtype: str = _f("auto", choices=KV_CACHE_DTYPES,
                              doc="KV-cache element: auto = bf16 (2 bytes), fp8 = e4m3 (1 byte)")
-    profiles: str = _f("shipped", doc="'shipped' or a directory in Vidur's profile layout")
+    profiles: str = _f("shipped", doc="'shipped' (the shipped A100 profiles, else vLLM's measured kernel tables where the GPU has them, else the roofline), 'built' (the analytical roofline) or a directory in Vidur's profile layout")
     workload: WorkloadConfig = _f(WorkloadConfig())
     scheduler: SchedulerConfig = _f(SchedulerConfig())
     parallel: ParallelConfig = _f(ParallelConfig())

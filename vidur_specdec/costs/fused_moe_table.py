@@ -32,35 +32,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from vidur_specdec.config.errors import ConfigError
+from vidur_specdec.costs.kernels import table_data as TD
 
-PACKAGE = "aiconfigurator-core"
-PACKAGE_VERSION = "0.12.0"  # pinned: the tables below are this release's
 VLLM_TABLE_VERSION = "0.24.0"  # the vLLM release the tables were collected on (the newest in 0.12.0)
 
-#: device name -> (aiconfigurator system folder, CUDA capability family vLLM's oracle tests).
-#: A100 is left out on purpose: its only table is vLLM 0.14.0's, and the A100 example keeps its
-#: shipped profile and the builder's MoE layer.
-SYSTEMS: Dict[str, Tuple[str, str]] = {
-    "h100": ("h100_sxm", "sm90"),
-    "h200": ("h200_sxm", "sm90"),
-    "b200": ("b200_sxm", "sm100"),
-    "b300": ("b300_sxm", "sm100"),  # SM103: capability family 100
-    "gb200": ("gb200", "sm100"),
-    "gb300": ("gb300", "sm100"),
-    "l40s": ("l40s", "sm89"),
-    "rtx_pro_6000": ("rtx_pro_6000_server", "sm120"),
-}
+#: AIConfigurator system -> the CUDA capability family vLLM's MoE oracle tests (``is_device_capability(90)``,
+#: ``is_device_capability_family(100)`` ...): Hopper SM90, Blackwell datacenter SM100/SM103 (family 100),
+#: Ada SM89, Blackwell RTX SM120. The A100 is left out on purpose: its only table is vLLM 0.14.0's, and
+#: the A100 example keeps its shipped profile and the builder's MoE layer.
+FAMILIES: Dict[str, str] = {"h100_sxm": "sm90", "h200_sxm": "sm90", "b200_sxm": "sm100", "b300_sxm": "sm100",
+                            "gb200": "sm100", "gb300": "sm100", "l40s": "sm89", "rtx_pro_6000_server": "sm120"}
 
-#: checkpoint format (ModelSpec.quantization) -> the tables' ``moe_dtype``. "fp8" checkpoints of the
-#: modelled MoE targets are 128x128 block-scaled (DeepSeek-V3 and Qwen3-*-FP8 config.json:
-#: ``quantization_config.weight_block_size [128, 128]``), so their rows are ``fp8_block``.
 TABLE_DTYPE = {"": "bfloat16", "bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp4"}
 
 _ORACLE = "vLLM 0.33.0 model_executor/layers/fused_moe/oracle/"
@@ -123,46 +111,28 @@ class MoeTableError(ConfigError):
     """A fused-MoE table, shape, parallel layout or distribution the measured source does not hold."""
 
 
-def check_package() -> Path:
-    """The package's ``systems/data`` folder; :class:`MoeTableError` unless the pinned version is installed."""
-    try:
-        have = metadata.version(PACKAGE)
-    except metadata.PackageNotFoundError:
-        raise MoeTableError(f"{PACKAGE}=={PACKAGE_VERSION} is not installed (the measured kernel tables)") from None
-    if have != PACKAGE_VERSION:
-        raise MoeTableError(f"{PACKAGE} {have} is installed; the measured kernel tables need {PACKAGE_VERSION}")
-    import aiconfigurator_core
-
-    return Path(aiconfigurator_core.__file__).resolve().parent / "systems" / "data"
-
-
-def table_path(device: str) -> Path:
-    """The fused-MoE table of ``device``; :class:`MoeTableError` when it has none."""
-    if device not in SYSTEMS:
-        raise MoeTableError(f"device: no fused-MoE table for {device!r} in {PACKAGE} {PACKAGE_VERSION} "
-                            f"(vLLM {VLLM_TABLE_VERSION} tables: {', '.join(sorted(SYSTEMS))})")
-    path = check_package() / SYSTEMS[device][0] / "moe" / "vllm" / VLLM_TABLE_VERSION / "moe_perf.parquet"
-    if not path.is_file():
-        raise MoeTableError(f"device: missing table {path.relative_to(path.parents[5])}")
-    return path
+def table_path(system: str) -> Path:
+    """The fused-MoE table of AIConfigurator system ``system`` (a missing package, version or file: one line)."""
+    if system not in FAMILIES:
+        raise MoeTableError(f"device: no vLLM {VLLM_TABLE_VERSION} fused-MoE table for {system!r} in "
+                            f"{TD.PACKAGE} {TD.PACKAGE_VERSION} (tables: {', '.join(sorted(FAMILIES))})")
+    return TD.table_path(system, "moe", "vllm", VLLM_TABLE_VERSION, "moe_perf")
 
 
 _KEY = ["kernel_source", "moe_dtype", "hidden_size", "inter_size", "topk", "num_experts",
         "moe_tp_size", "moe_ep_size", "distribution"]
 
 
-@lru_cache(maxsize=None)
-def _table(device: str):
-    """``device``'s fused-MoE table (pandas; read once per process)."""
-    import pandas as pd
-
-    return pd.read_parquet(table_path(device), columns=_KEY + ["num_tokens", "latency"])
+def _table(system: str):
+    """``system``'s fused-MoE table (pandas; read once per process)."""
+    table_path(system)
+    return TD.load(system, "moe", "vllm", VLLM_TABLE_VERSION, "moe_perf")
 
 
 @lru_cache(maxsize=256)
-def _curve_rows(device: str, key: tuple) -> Tuple[np.ndarray, np.ndarray]:
-    """(num_tokens ascending, latency ms) of the rows of ``device``'s table matching ``key`` (:data:`_KEY` order)."""
-    df = _table(device)
+def _curve_rows(system: str, key: tuple) -> Tuple[np.ndarray, np.ndarray]:
+    """(num_tokens ascending, latency ms) of the rows of ``system``'s table matching ``key`` (:data:`_KEY` order)."""
+    df = _table(system)
     mask = np.ones(len(df), dtype=bool)
     for col, value in zip(_KEY, key):
         mask &= (df[col] == value).to_numpy()
@@ -179,7 +149,7 @@ def distribution(zipf_s: float) -> str:
 class FusedMoeCurve:
     """One measured curve: routed-expert ms per GPU against the step's token count."""
 
-    device: str
+    system: str  # AIConfigurator system folder (h100_sxm, ...)
     kernel: Kernel
     moe_dtype: str
     tokens: np.ndarray
@@ -198,75 +168,50 @@ class FusedMoeCurve:
 
     def label(self) -> str:
         """The source as ``summary.json``'s ``kernel_sources`` names it (GPU, framework, version, kernel)."""
-        return (f"measured: {SYSTEMS[self.device][0]}, vllm {VLLM_TABLE_VERSION} ({PACKAGE} {PACKAGE_VERSION}); "
+        return (f"measured: {self.system}, vllm {VLLM_TABLE_VERSION} ({TD.PACKAGE} {TD.PACKAGE_VERSION}); "
                 f"fused MoE {self.moe_dtype}, {self.kernel.name}")
 
 
-def kernel_for(device: str, quantization: str, ep: int) -> Tuple[Kernel, str]:
-    """(kernel vLLM 0.33.0 picks, the tables' moe_dtype) for a checkpoint format on ``device``."""
-    if device not in SYSTEMS:
-        table_path(device)  # raises, naming the device
+def kernel_for(system: str, quantization: str, ep: int) -> Tuple[Kernel, str]:
+    """(kernel vLLM 0.33.0 picks, the tables' moe_dtype) for a checkpoint format on ``system``'s GPU."""
+    table_path(system)  # raises, naming the system, when it has no table
     fmt = TABLE_DTYPE.get(quantization or "")
     if fmt is None:
         raise MoeTableError(f"quantization: no fused-MoE table rows for format {quantization!r}")
-    fam = SYSTEMS[device][1]
+    fam = FAMILIES[system]
     kernel = KERNELS.get((fmt, fam, ep > 1))
     if kernel is None:
-        raise MoeTableError(f"quantization: no fused-MoE kernel registered for {fmt} on {device} ({fam})")
+        raise MoeTableError(f"quantization: no fused-MoE kernel registered for {fmt} on {system} ({fam})")
     return kernel, fmt
 
 
-def curve(device: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> FusedMoeCurve:
-    """The measured curve for ``spec``'s routed experts on ``device`` at TP ``tp`` (EP ``ep``: EP size = TP size).
+def curve(system: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> FusedMoeCurve:
+    """The measured curve for ``spec``'s routed experts on ``system``'s GPU at TP ``tp`` (EP ``ep``: EP size = TP size).
 
     ``ep`` > 1 reads the rows of ``moe_tp_size`` 1 and ``moe_ep_size`` ``ep``
     (whole experts per GPU); else ``moe_tp_size`` ``tp``. :class:`MoeTableError`
     names what is missing.
     """
-    kernel, fmt = kernel_for(device, spec.quantization, ep)
+    kernel, fmt = kernel_for(system, spec.quantization, ep)
     mtp, mep = (1, ep) if ep > 1 else (tp, 1)
     dist = distribution(zipf_s)
     key = (kernel.kernel_source, fmt, spec.hidden_size, spec.expert_ffn_size, spec.experts_per_token,
            spec.num_experts, mtp, mep, dist)
-    got = _curve_rows(device, key)
+    got = _curve_rows(system, key)
     if len(got[0]) < 2:
-        where = SYSTEMS[device][0]
         raise MoeTableError(
-            f"model: missing fused-MoE rows in {where}/moe/vllm/{VLLM_TABLE_VERSION}/moe_perf.parquet for "
+            f"model: missing fused-MoE rows in {system}/moe/vllm/{VLLM_TABLE_VERSION}/moe_perf.parquet for "
             f"{spec.name} ({fmt}, kernel {kernel.kernel_source}, hidden {spec.hidden_size}, expert width "
             f"{spec.expert_ffn_size}, top-{spec.experts_per_token} of {spec.num_experts}, moe_tp {mtp}, "
             f"moe_ep {mep}, {dist})")
-    return FusedMoeCurve(device, kernel, fmt, got[0], got[1])
+    return FusedMoeCurve(system, kernel, fmt, got[0], got[1])
 
 
-def try_curve(device: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> Tuple[Optional[FusedMoeCurve], str]:
-    """(curve, "") when the tables cover the deployment; else (None, the one-line reason)."""
+@lru_cache(maxsize=64)
+def try_curve(system: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> Tuple[Optional[FusedMoeCurve], str]:
+    """(curve, "") when the tables cover the deployment; else (None, the one-line reason). Cached."""
     try:
-        return curve(device, spec, tp, ep, zipf_s), ""
+        return curve(system, spec, tp, ep, zipf_s), ""
     except MoeTableError as e:
         return None, str(e)
 
-
-BUILT_LABEL = "built"  # the builder's roofline
-
-
-def choose(profiles: str, device: str, spec, tp: int, ep: int = 1,
-           zipf_s: float = 0.0) -> Tuple[Optional[FusedMoeCurve], str, str]:
-    """Where a run's MoE layers get their routed-expert times: (curve or None, source label, warning).
-
-    Measured by default wherever the device has vLLM tables and they hold the
-    deployment's rows; ``profiles: built`` keeps the builder's roofline; a GPU
-    without tables (the A100, a device YAML) is priced on the roofline as
-    before. A GPU with tables but without the deployment's rows is priced on
-    the roofline too, with a warning naming the missing rows (one line on
-    stderr and in ``summary.json``). The label goes into ``summary.json``'s
-    ``kernel_sources``.
-    """
-    if profiles == "built":
-        return None, BUILT_LABEL, ""
-    if device not in SYSTEMS:
-        return None, BUILT_LABEL, ""  # no vLLM tables for this GPU (the A100, a device YAML)
-    got, why = try_curve(device, spec, tp, ep, zipf_s)
-    if got is None:
-        return None, BUILT_LABEL, f"{why}; the MoE layers are priced on the builder's roofline"
-    return got, got.label(), ""

@@ -4,7 +4,7 @@ Vidur's per-layer model leaves out everything after the last layer and
 everything on the CPU. :class:`StepOverheads` prices, per step (all ms):
 
 * ``lm_head_ms`` — the LM-head GEMM ``[rows x hidden] x [hidden x vocab/TP]``
-  (:func:`vidur_specdec.costs.lm_head.lm_head_ms`) on every row that needs logits
+  (the run's kernel source, :mod:`vidur_specdec.costs.kernels`) on every row that needs logits
   (:func:`logit_rows`), plus at TP > 1 the gather of the logits shards to the
   sampling rank (vLLM's ``LogitsProcessor._gather_logits``), priced with the
   collective model as an all-reduce that moves the same bus bytes
@@ -31,8 +31,7 @@ these in series with the layers (no overlap).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from vidur_specdec.hardware.collectives import all_reduce_ms
-from vidur_specdec.costs.lm_head import lm_head_ms
+from vidur_specdec.costs.kernels import as_kernels
 
 LOGIT_BYTES = 4  # vLLM computes sampling on fp32 logits
 LOGITS_DTYPE_BYTES = 2  # the LM head's output (bf16) as gathered across TP ranks
@@ -79,6 +78,7 @@ class StepOverheads:
     model: object = None  # ModelSpec (hidden_size, vocab_size)
     device: object = None  # DeviceSpec
     tp: int = 1
+    kernels: object = None  # the run's KernelSource (vidur_specdec.costs.kernels); None: the roofline on ``device``
     step_overhead_ms: float = 0.0
     overhead_ms_per_request: float = 0.0
     sampling_ms: float = 0.0
@@ -102,9 +102,10 @@ class StepOverheads:
             if self.model is not None and self.device is not None:
                 vocab, hidden = self.model.vocab_size, self.model.hidden_size
                 if self.lm_head:
-                    head = lm_head_ms(self.device, hidden, vocab, self.tp, rows)
+                    k = as_kernels(self.kernels if self.kernels is not None else self.device)
+                    head = k.lm_head_ms(hidden, vocab, self.tp, rows)
                     if self.tp > 1:
-                        head += all_reduce_ms(self.device, self.tp, rows * vocab * LOGITS_DTYPE_BYTES // 2)
+                        head += k.nccl_all_reduce_ms(self.tp, rows * vocab * LOGITS_DTYPE_BYTES // 2)
                 sample += (self.sampling_logit_passes * rows * vocab * LOGIT_BYTES
                            / self.device.hbm_bandwidth * 1e3)
         overhead = self.step_overhead_ms + self.overhead_ms_per_request * num_reqs + self.launch_ms
@@ -137,14 +138,15 @@ def launch_ms(engine, model=None, target_time=None, piecewise: bool = False) -> 
     return 0.0
 
 
-def build(engine, model=None, device=None, tp: int = 1, target_time=None, piecewise: bool = False) -> StepOverheads:
+def build(engine, model=None, device=None, tp: int = 1, target_time=None, piecewise: bool = False,
+          kernels=None) -> StepOverheads:
     """:class:`StepOverheads` from an :class:`~vidur_specdec.config.EngineConfig` and a deployment.
 
     ``target_time`` (the target's fitted operator model) and ``piecewise`` (:func:`piecewise_graphs`) price
     piecewise CUDA graphs; without them the step launches as full graphs (or eagerly, ``enforce_eager``).
     """
     return StepOverheads(
-        model=model, device=device, tp=int(tp),
+        model=model, device=device, tp=int(tp), kernels=kernels,
         step_overhead_ms=engine.step_overhead_ms,
         overhead_ms_per_request=engine.overhead_ms_per_request,
         sampling_ms=engine.sampling_ms,

@@ -146,6 +146,8 @@ class Deployment:
     draft: Optional[ModelSpec] = None
     draft_tp: int = 1  # the drafter's tensor-parallel size (vLLM: 1 or the target's)
     ep: int = 1  # expert-parallel size of the target's MoE layers (vLLM: the TP size when enabled, else 1)
+    # the one source of every kernel time of the run (vidur_specdec.costs.kernels.KernelSource)
+    kernels: object = dataclasses.field(default=None, compare=False, hash=False)
 
     def vidur_device_sku(self) -> str:
         """The Vidur device SKU for Vidur's ``ReplicaConfig`` bookkeeping only.
@@ -164,7 +166,15 @@ def resolve(cfg: RunConfig) -> Deployment:
     s = cfg.speculative
     draft = resolved_draft_model(cfg) if (s.enabled and s.method == "draft_model") else None
     tp = cfg.parallel.tensor_parallel_size
-    return Deployment(model, device, tp, draft, draft_tp(cfg) if draft else 1, ep_size(cfg, model, tp))
+    return Deployment(model, device, tp, draft, draft_tp(cfg) if draft else 1, ep_size(cfg, model, tp),
+                      kernels=kernel_source(cfg, device))
+
+
+def kernel_source(cfg: RunConfig, device: DeviceSpec):
+    """The run's :class:`~vidur_specdec.costs.kernels.KernelSource` (:func:`vidur_specdec.costs.kernels.for_run`)."""
+    from vidur_specdec.costs import kernels
+
+    return kernels.for_run(cfg.profiles, device, cfg.engine.all_reduce)
 
 
 def ep_size(cfg: RunConfig, model: ModelSpec, tp: int) -> int:
@@ -184,7 +194,7 @@ def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, 
     """
     cache = cfg.predictor.cache_dir
     out = {"target": choose_profile(cfg.profiles, dep.model, dep.device, dep.tp, longest_tokens=longest_tokens,
-                                    chunk_size=cfg.scheduler.chunk_size, cache_dir=cache)}
+                                    chunk_size=cfg.scheduler.chunk_size, cache_dir=cache, kernels=dep.kernels)}
     if dep.draft is not None:
         s = cfg.speculative
         root = s.draft_profiles or cfg.profiles
@@ -192,7 +202,8 @@ def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, 
         tp_key = ("speculative.draft_tensor_parallel_size" if s.draft_tensor_parallel_size is not None
                   else "parallel.tensor_parallel_size")
         out["draft"] = choose_profile(root, dep.draft, dep.device, dep.draft_tp, longest_tokens=longest_tokens,
-                                      chunk_size=cfg.scheduler.chunk_size, cache_dir=cache, key=key, tp_key=tp_key)
+                                      chunk_size=cfg.scheduler.chunk_size, cache_dir=cache, key=key, tp_key=tp_key,
+                                      kernels=dep.kernels)
     return out
 
 

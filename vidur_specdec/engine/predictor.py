@@ -164,9 +164,7 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     step_overheads: object = None
     all_reduce: str = DEFAULT_ALL_REDUCE  # engine.all_reduce: a key of collectives.ALL_REDUCE_MODELS
     expert_parallel_size: int = 1  # MoE layers expert-parallel over this many of the replica's GPUs (1: TP-split)
-    # the MoE layers' routed experts from a measured fused-MoE curve (costs.fused_moe_table.FusedMoeCurve,
-    # read for this TP/EP); None: the builder's roofline
-    moe_routed: object = None
+    kernels: object = None  # the deployment's KernelSource (vidur_specdec.costs.kernels); None: roofline on the device
 
     @staticmethod
     def get_type():
@@ -189,26 +187,25 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._hidden = predictor_config.model_spec.hidden_size if predictor_config.model_spec is not None else 0
         self._overheads = predictor_config.step_overheads
         self._all_reduce = all_reduce_model(predictor_config.all_reduce)
+        # the one kernel source of the run (the deployment's); without one, the roofline on the device
+        # (the replica's Vidur SKU when no DeviceSpec was given) with the configured collective model
+        self._kernels = predictor_config.kernels
+        if self._kernels is None:
+            from vidur_specdec.costs.kernels import unbound
+
+            self._kernels = unbound(self._device or getattr(replica_config, "device", None), self._all_reduce)
         spec = predictor_config.model_spec
         self._moe = spec if spec is not None and spec.is_moe else None
         if self._moe is not None:
-            from vidur_specdec.hardware.devices import get_device
-
-            dev = self._device or get_device(getattr(replica_config, "device", None) or "a100")
-            self._moe_device = dev.builder_fields()
             self._dense_share = spec.dense_layers / spec.num_layers  # layers whose MLP is the profile's
             self._ep = int(predictor_config.expert_parallel_size or 1)
-            self._moe_routed = predictor_config.moe_routed
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
-            from vidur_specdec.hardware.devices import get_device
             from vidur_specdec.speculation.proposers.base import ProposerContext
 
-            # the target's device (the replica's Vidur SKU when no DeviceSpec was given), TP and collective model
-            device = self._device or get_device(getattr(replica_config, "device", None) or "a100")
-            self._proposer.bind(ProposerContext(device, self._tp, self._all_reduce,
-                                                predictor_config.moe_routed if self._moe is not None else None))
+            # the target's device, TP, collective model and kernel source
+            self._proposer.bind(ProposerContext(self._kernels.device, self._tp, self._all_reduce, self._kernels))
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer
@@ -229,8 +226,6 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         """(ms of one MoE layer, distinct experts it wakes) for this step, priced once per batch."""
         cached = getattr(batch, "_specdec_moe", None)
         if cached is None:
-            from vidur_specdec.costs.moe_layer import moe_layer_ms
-
             comp = StepComposition.of(batch)
             groups = list(comp.decode_q) + [c for _, c in comp.prefill]
             key = tuple(sorted(groups))  # the cost depends on the multiset of group sizes only
@@ -239,8 +234,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             if cached is None:
                 if len(memo) >= 65536:  # bounded: steady decode steps repeat, prefill mixes rarely do
                     memo.clear()
-                cached = memo[key] = moe_layer_ms(self._moe, self._moe_device, self._tp, groups, ep=self._ep,
-                                                  routed=self._moe_routed)
+                cached = memo[key] = self._kernels.fused_moe_ms(self._moe, self._tp, groups, ep=self._ep)
             batch._specdec_moe = cached
         return cached
 
@@ -304,7 +298,7 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         """
         if self._tp <= 1:
             return 0.0
-        return self._all_reduce(self._device, self._tp, self._tok(batch) * self._hidden * 2)
+        return self._kernels.all_reduce_ms(self._tp, self._tok(batch) * self._hidden * 2)
 
     def _get_pipeline_parallel_communication_time(self, batch) -> float:
         return 0.0  # pipeline parallel 1

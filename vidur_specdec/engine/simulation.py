@@ -48,7 +48,6 @@ from vidur_specdec.engine import deployment
 from vidur_specdec.costs import memory
 from vidur_specdec.speculation import proposers
 from vidur_specdec.costs import step_overheads
-from vidur_specdec.costs import fused_moe_table
 from vidur_specdec.costs import verify_cost
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
@@ -237,7 +236,6 @@ class Prepared:
     deployment: Optional[Deployment] = None
     profile_source: Dict[str, Optional[str]] = field(default_factory=dict)  # target/draft: shipped|built|measured
     warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
-    kernel_sources: Dict[str, str] = field(default_factory=dict)  # op family -> source label (MoE targets: "moe")
 
 
 def prepare(cfg: RunConfig) -> Prepared:
@@ -260,11 +258,7 @@ def prepare(cfg: RunConfig) -> Prepared:
     mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
     gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
     warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
-    moe_routed, kernel_sources = None, {}
-    if model.is_moe:  # the routed experts from vLLM's measured fused-MoE table where the GPU has one
-        moe_routed, kernel_sources["moe"], moe_warning = fused_moe_table.choose(cfg.profiles, dep.device.name,
-                                                                                model, dep.tp, dep.ep)
-        warnings += [moe_warning] if moe_warning else []
+    warnings += dep.kernels.warnings(dep.tp, [model], dep.ep)  # what the kernel source could not measure
     target, proposer, choices = priced(cfg, dep, deployment.longest_request_tokens(cfg, specs))
     t = choices["target"]
     files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
@@ -279,10 +273,10 @@ def prepare(cfg: RunConfig) -> Prepared:
         device_spec=dep.device,
         tensor_parallel_size=dep.tp,
         step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp, target,
-                                            step_overheads.piecewise_graphs(cfg)),
+                                            step_overheads.piecewise_graphs(cfg), kernels=dep.kernels),
         all_reduce=cfg.engine.all_reduce,
         expert_parallel_size=dep.ep,
-        moe_routed=moe_routed,
+        kernels=dep.kernels,
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
@@ -299,7 +293,7 @@ def prepare(cfg: RunConfig) -> Prepared:
         drafter_sync=bool(spec.enabled and proposer.drafter_forward),
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
-    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings, kernel_sources)
+    return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings)
 
 
 #: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged).
@@ -369,7 +363,9 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "tensor_parallel_size": int(p.predictor.tensor_parallel_size),
         "profiles": p.profile_files,
         "profile_source": dict(p.profile_source),
-        **({"kernel_sources": dict(p.kernel_sources)} if p.kernel_sources else {}),
+        **({"kernel_sources": p.deployment.kernels.sources(
+            p.deployment.tp, [s for s in (p.model, p.deployment.draft) if s is not None], p.deployment.ep)}
+           if p.deployment and p.deployment.kernels is not None else {}),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
         "num_speculative_tokens_per_batch_size": [list(r) for r in p.scheduler.k_schedule]

@@ -66,10 +66,10 @@ class CostModel:
         spec = cfg.speculative
         dep = resolve(cfg).deployment
         target, proposer, _ = priced(cfg, dep, deployment.longest_request_tokens(cfg))
-        proposer.bind(ProposerContext(dep.device, dep.tp, all_reduce_model(cfg.engine.all_reduce)))
+        proposer.bind(ProposerContext(dep.device, dep.tp, all_reduce_model(cfg.engine.all_reduce), dep.kernels))
         return cls(target, dep.model.num_layers, verify_cost.build(spec), proposer, cfg.model,
                    step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp, target,
-                                        step_overheads.piecewise_graphs(cfg)))
+                                        step_overheads.piecewise_graphs(cfg), kernels=dep.kernels))
 
     def composition_ms(self, decode_q: Sequence[int], decode_ctx: Sequence[int],
                        prefill: Sequence[Tuple[int, int]], num_tokens: Optional[int] = None) -> Tuple[float, float]:

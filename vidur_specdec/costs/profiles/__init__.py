@@ -85,21 +85,23 @@ def load_model(name_or_yaml: Union[str, os.PathLike]) -> ModelSpec:
 
 def build_profile(
     model_spec: ModelSpec, device: DeviceArg, tp: TpArg, max_tokens: Optional[int] = None,
-    max_chunk: Optional[int] = None,
+    max_chunk: Optional[int] = None, kernels=None,
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
     """(mlp_df, attention_df) in Vidur's column order; ``tp`` may list several sizes.
 
     ``device`` is a key of :data:`DEVICES`, a :class:`~vidur_specdec.hardware.devices.DeviceSpec`
     or a mapping with ``peak_flops`` (FLOP/s) and ``mem_bw`` (bytes/s); ``max_tokens``
     caps mlp.csv's num_tokens grid; ``max_chunk`` caps the prefill chunks of
-    attention.csv (and makes the prefill rows a full rectangle up to max_model_len).
+    attention.csv (and makes the prefill rows a full rectangle up to max_model_len); ``kernels`` (a
+    :class:`~vidur_specdec.costs.kernels.KernelSource` on the same device) prices the ops instead of the roofline.
     """
     dev = _device(device)
     tps = _tps(tp)
     for t in tps:
         check_tp(model_spec, t)
-    mlp = pd.concat([build_mlp_df(model_spec, dev, t, max_tokens) for t in tps], ignore_index=True)
-    att = pd.concat([build_attention_df(model_spec, dev, t, max_chunk=max_chunk) for t in tps], ignore_index=True)
+    mlp = pd.concat([build_mlp_df(model_spec, dev, t, max_tokens, kernels=kernels) for t in tps], ignore_index=True)
+    att = pd.concat([build_attention_df(model_spec, dev, t, max_chunk=max_chunk, kernels=kernels) for t in tps],
+                    ignore_index=True)
     return mlp, att
 
 
@@ -135,13 +137,14 @@ def write_profile(
     out_dir: Union[str, os.PathLike],
     max_tokens: Optional[int] = None,
     max_chunk: Optional[int] = None,
+    kernels=None,
 ) -> Tuple[Path, Path]:
     """Build and write ``out_dir/mlp.csv`` and ``out_dir/attention.csv``; returns both paths.
 
     Everything is computed before any file is touched, and files are renamed into
     place from temp files, so a failure leaves no partial CSV.
     """
-    mlp, att = build_profile(model_spec, device, tp, max_tokens, max_chunk)
+    mlp, att = build_profile(model_spec, device, tp, max_tokens, max_chunk, kernels=kernels)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ProfileError(f"output path {out} exists and is not a directory")

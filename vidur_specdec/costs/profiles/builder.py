@@ -109,7 +109,7 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         raise ProfileError(f"tp={tp} does not divide {spec.name}'s expert width {spec.expert_ffn_size}")
 
 
-def _shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:
+def shard(spec: ModelSpec, tp: int) -> Tuple[int, int, int, int, int]:
     """(hidden, head_dim, q heads, kv heads, ffn) on one of ``tp`` GPUs."""
     q_heads = spec.num_heads // tp
     kv_heads = -(-spec.num_kv_heads // tp)  # replicated when tp > kv heads
@@ -192,7 +192,7 @@ def mlp_op_times(
     e = P.EFFICIENCY if efficiency is None else efficiency
     device = complete_device_fields(device)
     b = P.DTYPE_BYTES
-    h, hd, qh, kvh, ffn = _shard(spec, tp)
+    h, hd, qh, kvh, ffn = shard(spec, tp)
     t = np.asarray(num_tokens, dtype=float)
     act = t * h * b  # one [tokens x hidden] activation, bytes
     g, l2, blk = e["gemm"], e["l2"], e["token_block"]
@@ -299,7 +299,7 @@ def attention_op_times(
     e = P.EFFICIENCY if efficiency is None else efficiency
     device = complete_device_fields(device)
     b = P.DTYPE_BYTES
-    _, hd, qh, kvh, _ = _shard(spec, tp)
+    _, hd, qh, kvh, _ = shard(spec, tp)
     bs, kv, chunk = np.broadcast_arrays(
         np.asarray(batch_size, dtype=float),
         np.asarray(kv_cache_size, dtype=float),
@@ -371,11 +371,19 @@ def build_mlp_df(
     tp: int,
     max_tokens: Optional[int] = None,
     efficiency: Optional[Mapping] = None,
+    kernels=None,
 ) -> pd.DataFrame:
-    """mlp.csv content (Vidur schema) for one model, device and tp."""
+    """mlp.csv content (Vidur schema) for one model, device and tp.
+
+    ``kernels`` (a :class:`~vidur_specdec.costs.kernels.KernelSource`) prices the ops instead of this module's
+    roofline at ``efficiency``.
+    """
     check_tp(spec, tp)
     tokens = mlp_token_grid(max_tokens)
-    times = mlp_op_times(spec, device, tp, tokens, efficiency)
+    if kernels is not None:
+        times = kernels.mlp_op_times(spec, tp, tokens)
+    else:
+        times = mlp_op_times(spec, device, tp, tokens, efficiency)
     cols = {}
     for op in MLP_OPS:
         for s, v in _stats(times[op]).items():
@@ -402,13 +410,19 @@ def build_attention_df(
     tp: int,
     efficiency: Optional[Mapping] = None,
     max_chunk: Optional[int] = None,
+    kernels=None,
 ) -> pd.DataFrame:
-    """attention.csv content (Vidur schema) for one model, device and tp (``max_chunk``: see :func:`attention_grid`)."""
+    """attention.csv content (Vidur schema) for one model, device and tp (``max_chunk``: see :func:`attention_grid`;
+    ``kernels``: as in :func:`build_mlp_df`)."""
     check_tp(spec, tp)
     grid = attention_grid(spec.max_model_len, max_chunk=max_chunk)
-    times = attention_op_times(
-        spec, device, tp, grid["batch_size"], grid["kv_cache_size"], grid["prefill_chunk_size"], efficiency
-    )
+    if kernels is not None:
+        times = kernels.attention_op_times(spec, tp, grid["batch_size"].to_numpy(), grid["kv_cache_size"].to_numpy(),
+                                           grid["prefill_chunk_size"].to_numpy())
+    else:
+        times = attention_op_times(
+            spec, device, tp, grid["batch_size"], grid["kv_cache_size"], grid["prefill_chunk_size"], efficiency
+        )
     cols = {}
     for op in ATTENTION_OPS:
         for s, v in _stats(times[op]).items():

@@ -43,7 +43,7 @@ MIN_CONTEXT = 4096  # tokens: smallest context a built profile covers (the shipp
 MAX_CONTEXT = 32768  # tokens: largest; beyond, attention extrapolates linearly in the context
 MIN_CHUNK = 512  # tokens: smallest prefill-chunk cover (the default chunk_size)
 
-SOURCES = ("shipped", "built", "measured")
+SOURCES = ("shipped", "built", "tables", "measured")
 BUILT = "built"  # profiles: built -- the analytical roofline throughout (the shipped file where one ships)
 
 _HERE = Path(__file__).resolve().parent
@@ -84,10 +84,19 @@ def built_chunk(chunk_size: int, context: int) -> int:
     return min(max(_pow2_at_least(int(chunk_size)), MIN_CHUNK), context)
 
 
-def build_key(model: ModelSpec, device: DeviceSpec, tp: int, context: int, chunk: int) -> str:
-    """Content key of a built profile: builder code + parameters, model, device, tp and grid."""
-    text = json.dumps({"code": _CODE_DIGEST, "model": model.to_dict(), "device": device.builder_fields(),
-                       "tp": int(tp), "context": int(context), "chunk": int(chunk)}, sort_keys=True)
+def _priced_by(kernels):
+    """``kernels`` when it is a source other than the builder's roofline, else None (the builder itself)."""
+    return None if kernels is None or kernels.name == BUILT else kernels
+
+
+def build_key(model: ModelSpec, device: DeviceSpec, tp: int, context: int, chunk: int, kernels=None) -> str:
+    """Content key of a built profile: builder code + parameters, model, device, tp, grid and the kernel
+    source when it is not the builder's roofline."""
+    data = {"code": _CODE_DIGEST, "model": model.to_dict(), "device": device.builder_fields(),
+            "tp": int(tp), "context": int(context), "chunk": int(chunk)}
+    if _priced_by(kernels) is not None:
+        data["kernels"] = dict(kernels.identity())
+    text = json.dumps(data, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -100,11 +109,16 @@ def is_shipped(model: ModelSpec, device: DeviceSpec, tp: int) -> bool:
 
 
 def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, chunk: int,
-                 cache_dir: Path) -> Tuple[Path, Path]:
-    """The cached built profile's (mlp.csv, attention.csv), building and writing it if absent."""
+                 cache_dir: Path, kernels=None) -> Tuple[Path, Path]:
+    """The cached built profile's (mlp.csv, attention.csv), building and writing it if absent.
+
+    ``kernels`` None or the roofline: the builder's own profile; another
+    :class:`~vidur_specdec.costs.kernels.KernelSource`: one priced by it (its identity joins the key).
+    """
     from vidur_specdec.costs.profiles import write_profile
 
-    folder = Path(cache_dir) / "profiles" / build_key(model, device, tp, context, chunk)[:32]
+    key = build_key(model, device, tp, context, chunk, kernels)
+    folder = Path(cache_dir) / "profiles" / key[:32]
     mlp, att = folder / "mlp.csv", folder / "attention.csv"
     if mlp.is_file() and att.is_file():
         return mlp, att
@@ -112,7 +126,7 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
 
     spec = ModelSpec(**{**model.to_dict(), "max_model_len": int(context)})
     try:
-        return write_profile(spec, device, tp, folder, max_chunk=chunk)
+        return write_profile(spec, device, tp, folder, max_chunk=chunk, kernels=_priced_by(kernels))
     except OSError as e:
         raise ConfigError(f"predictor.cache_dir: cannot write a built profile to {folder}: "
                           f"{e.strerror or type(e).__name__}") from None
@@ -137,23 +151,29 @@ def _check_tp_rows(mlp: Path, att: Path, tp: int, tp_key: str) -> None:
 
 def choose_profile(root: str, model: ModelSpec, device: DeviceSpec, tp: int, *, longest_tokens: int,
                    chunk_size: int, cache_dir: Optional[Path] = None, key: str = "profiles",
-                   tp_key: str = "parallel.tensor_parallel_size") -> ProfileChoice:
+                   tp_key: str = "parallel.tensor_parallel_size", kernels=None) -> ProfileChoice:
     """The profile for ``model`` on ``device`` at ``tp``: shipped, built now (cached) or measured.
 
     ``key`` names the profile-root config key and ``tp_key`` the TP key in error
     messages. ``longest_tokens`` and ``chunk_size`` set a built profile's grid.
+    ``kernels`` (the run's :class:`~vidur_specdec.costs.kernels.KernelSource`) prices a profile built now;
+    one other than the roofline makes it a ``tables`` profile (the shipped file is used only under the roofline).
     """
     from vidur_specdec.costs.operator_model import SHIPPED, default_cache_dir, locate_profile, shipped_profiles_root
 
     if root in (SHIPPED, BUILT):
-        if is_shipped(model, device, tp):
+        priced = _priced_by(kernels)
+        if priced is None and is_shipped(model, device, tp):
             mlp, att = locate_profile(SHIPPED, device.name, model.name, key=key)
             rel = Path(mlp).parent.relative_to(shipped_profiles_root()).as_posix()
             return ProfileChoice(mlp, att, "shipped", f"shipped:{rel}")
         context = built_context(model, longest_tokens)
         chunk = built_chunk(chunk_size, context)
-        mlp, att = ensure_built(model, device, tp, context, chunk, Path(cache_dir or default_cache_dir()))
-        return ProfileChoice(mlp, att, "built", f"built:{device.name}/{model.name}/tp{tp}/ctx{context}/chunk{chunk}")
+        mlp, att = ensure_built(model, device, tp, context, chunk, Path(cache_dir or default_cache_dir()), kernels)
+        grid = f"{device.name}/{model.name}/tp{tp}/ctx{context}/chunk{chunk}"
+        if priced is not None:
+            return ProfileChoice(mlp, att, "tables", f"tables:{priced.label()}:{grid}")
+        return ProfileChoice(mlp, att, "built", f"built:{grid}")
     mlp, att = locate_profile(root, device.name, model.name, key=key)
     _check_tp_rows(mlp, att, tp, tp_key)
     return ProfileChoice(mlp, att, "measured", str(mlp.parent))

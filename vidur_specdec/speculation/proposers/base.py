@@ -34,12 +34,14 @@ def register(name: str):
 
 @dataclass
 class ProposerContext:
-    """What a proposer is priced with once bound: the target's device (DeviceSpec), TP degree and all-reduce model."""
+    """What a proposer is priced with once bound: the target's device (DeviceSpec), TP degree, all-reduce
+    model and kernel source (the run's :class:`~vidur_specdec.costs.kernels.KernelSource`; None: the
+    roofline on ``device`` with ``all_reduce``)."""
 
     device: object = None  # vidur_specdec.hardware.devices.DeviceSpec
     tensor_parallel_size: int = 1
     all_reduce: Optional[Callable] = None  # (device, world, nbytes) -> ms: the run's engine.all_reduce model
-    moe_routed: object = None  # an MoE target's measured routed-expert curve (costs.fused_moe_table); None: roofline
+    kernels: object = None  # vidur_specdec.costs.kernels.KernelSource
 
     def all_reduce_ms(self, tokens: int, hidden: int, tp: Optional[int] = None) -> float:
         """One all-reduce (ms) of ``tokens`` × ``hidden`` bf16 activations among ``tp`` GPUs.
@@ -50,7 +52,11 @@ class ProposerContext:
         target's layers do.
         """
         world = self.tensor_parallel_size if tp is None else tp
-        if world <= 1 or tokens <= 0 or self.all_reduce is None or self.device is None:
+        if world <= 1 or tokens <= 0 or self.device is None:
+            return 0.0
+        if self.kernels is not None:
+            return float(self.kernels.all_reduce_ms(int(world), int(tokens) * int(hidden) * 2))
+        if self.all_reduce is None:
             return 0.0
         return float(self.all_reduce(self.device, int(world), int(tokens) * int(hidden) * 2))
 
@@ -93,6 +99,25 @@ class Proposer:
     def bind(self, ctx: ProposerContext) -> None:
         """Set the target's device and TP degree (called by the predictor before the first step)."""
         self.ctx = ctx
+
+    def bound_device_tp(self):
+        """(DeviceSpec, TP) the proposer is priced on: the bound context's, else the unbound default GPU at TP 1."""
+        ctx = getattr(self, "ctx", None)
+        if ctx is None or ctx.device is None:
+            from vidur_specdec.costs.kernels import unbound
+
+            return unbound().device, 1
+        return ctx.device, ctx.tensor_parallel_size
+
+    def kernels_on(self, device):
+        """The kernel source pricing this proposer's own kernels on ``device``: the bound run's when it is
+        on that device, else the roofline on it (:func:`vidur_specdec.costs.kernels.as_kernels`)."""
+        from vidur_specdec.costs.kernels import as_kernels
+
+        k = getattr(getattr(self, "ctx", None), "kernels", None)
+        if k is not None and k.device == device:
+            return k
+        return as_kernels(device)
 
     def memory_bytes(self, tp: int = 1) -> Tuple[int, int]:
         """(weight bytes, KV bytes per token) this proposer adds on one GPU."""

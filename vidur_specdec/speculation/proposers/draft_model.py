@@ -66,7 +66,7 @@ class DraftModelProposer(Proposer):
         ctx = getattr(self, "ctx", None)
         if ctx is None or ctx.device is None:
             return 0.0
-        return lm_head_ms(ctx.device, self.draft_spec.hidden_size, self.draft_spec.vocab_size,
+        return lm_head_ms(self.kernels_on(ctx.device), self.draft_spec.hidden_size, self.draft_spec.vocab_size,
                           getattr(self, "draft_tp", ctx.tensor_parallel_size), rows)
 
     def pass_parts(self, p, first: bool = False) -> dict:

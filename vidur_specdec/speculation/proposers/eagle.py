@@ -32,9 +32,10 @@ from vidur_specdec.speculation.proposers.base import _target_spec, Proposer, reg
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads, attention_ms, draft_passes
 
 
-def gemm_ms(device, rows: int, k: int, n: int) -> float:
-    """A ``[rows × k] × [k × n]`` GEMM (ms) on one GPU, by the calibrated GEMM model of lm_head.py."""
-    return lm_head_ms(device, k, n, 1, rows)
+def gemm_ms(kernels, rows: int, k: int, n: int) -> float:
+    """A ``[rows × k] × [k × n]`` bf16 GEMM (ms) on one GPU by ``kernels`` (a KernelSource or a DeviceSpec),
+    through its per-shape cache (the LM head's at TP 1)."""
+    return lm_head_ms(kernels, k, n, 1, rows)
 
 
 @register("eagle")
@@ -81,19 +82,20 @@ class EagleProposer(Proposer):
     def mlp_ms(self, n: int, device, tp: int) -> float:
         """The head's own dense gated MLP over ``n`` tokens (ms): gate_up, SiLU·up, down at its width / tp.
 
-        Priced by the profile builder's roofline for a one-layer model of the head's shape (cached by n).
+        Priced by the run's kernel source (:meth:`kernels_on`) for a one-layer model of the head's shape
+        (cached by n, device and tp).
         """
         cache = self.__dict__.setdefault("_mlp_cache", {})
-        if n not in cache:
+        key = (n, device, tp)
+        if key not in cache:
             from vidur_specdec.architectures.models import ModelSpec
-            from vidur_specdec.costs.profiles.builder import mlp_op_times
 
             h = self.head
             spec = ModelSpec(h.name, 1, h.hidden_size, h.num_heads, h.num_kv_heads, h.ffn_size, h.vocab_size,
                              head_dim=h.head_dim)
-            ops = mlp_op_times(spec, device.builder_fields(), tp, [n])
-            cache[n] = float(sum(ops[k][0] for k in ("mlp_up_proj", "mlp_act", "mlp_down_proj")))
-        return cache[n]
+            ops = self.kernels_on(device).mlp_op_times(spec, tp, [n])
+            cache[key] = float(sum(ops[k][0] for k in ("mlp_up_proj", "mlp_act", "mlp_down_proj")))
+        return cache[key]
 
     def target_mlp_ms(self, n: int) -> float:
         """The target profile's MLP ops over ``n`` tokens (ms), the part a head with its own MLP replaces."""
@@ -116,12 +118,7 @@ class EagleProposer(Proposer):
         return self.head.memory_bytes(tp)
 
     def _device_tp(self):
-        ctx = getattr(self, "ctx", None)
-        if ctx is None or ctx.device is None:
-            from vidur_specdec.hardware.devices import get_device
-
-            return get_device("a100"), 1
-        return ctx.device, ctx.tensor_parallel_size
+        return self.bound_device_tp()
 
     def layers_per_pass(self) -> int:
         return self.head.num_layers
@@ -140,9 +137,10 @@ class EagleProposer(Proposer):
         ctx = getattr(self, "ctx", None)
         if ctx is not None:  # the head's layers run at the target's TP: two all-reduces per layer per pass
             parts["all_reduce"] = 2 * self.layers_per_pass() * ctx.all_reduce_ms(n, h.hidden_size, tp)
+        kernels = self.kernels_on(device)
         if first or self.fc_every_pass:
-            parts["fc"] = gemm_ms(device, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
-        parts["lm_head"] = lm_head_ms(device, h.hidden_size, h.output_vocab, tp, p.rows)
+            parts["fc"] = gemm_ms(kernels, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
+        parts["lm_head"] = lm_head_ms(kernels, h.hidden_size, h.output_vocab, tp, p.rows)
         parts["sample"] = o.sample_ms(p.rows, h.vocab_size)  # EAGLE-3's mapped logits span the full vocabulary
         parts["vocab_map"] = o.vocab_map_ms(p.rows, h.output_vocab, h.vocab_size)
         parts["aux_hidden"] = o.aux_hidden_ms(n, h.hidden_size) if first and h.fc_in_factor == 3 else 0.0

@@ -50,18 +50,12 @@ class MedusaProposer(Proposer):
         return self.head.memory_bytes(1)
 
     def step_time_ms(self, comp) -> float:
-        ctx = getattr(self, "ctx", None)
-        if ctx is None or ctx.device is None:
-            from vidur_specdec.hardware.devices import get_device
-
-            device = get_device("a100")
-        else:
-            device = ctx.device
+        kernels = self.kernels_on(self.bound_device_tp()[0])
         h = self.head
         guesses = guesses_of(comp)
         t = 0.0
         for i in range(1, max(guesses, default=0) + 1):
             rows = sum(1 for g in guesses if g >= i)
-            t += h.num_layers * gemm_ms(device, rows, h.hidden_size, h.hidden_size)
-            t += lm_head_ms(device, h.hidden_size, h.vocab_size, 1, rows)
+            t += h.num_layers * gemm_ms(kernels, rows, h.hidden_size, h.hidden_size)
+            t += lm_head_ms(kernels, h.hidden_size, h.vocab_size, 1, rows)
         return t

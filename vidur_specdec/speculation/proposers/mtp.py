@@ -32,18 +32,13 @@ class MTPProposer(EagleProposer):
         """
         if not self.head.moe or self.target_spec is None:
             return super().layer_mlp_ms(p, device, tp)
-        from vidur_specdec.costs.moe_layer import moe_layer_ms
-
         groups = [q for q in p.q if q > 0] + [c for _, c in p.prefill if c > 0]
         if not groups:
             return 0.0
-        key = (tuple(sorted(groups)), tp)
+        key = (tuple(sorted(groups)), tp, device)
         cache = self.__dict__.setdefault("_moe_cache", {})
-        if key not in cache:
-            ctx = getattr(self, "ctx", None)
-            routed = ctx.moe_routed if ctx is not None and tp == ctx.tensor_parallel_size else None
-            cache[key] = moe_layer_ms(self.target_spec, device.builder_fields(), tp, groups, ep=self.ep,
-                                      routed=routed)[0]
+        if key not in cache:  # the run's kernel source prices the MoE layer (once per group multiset)
+            cache[key] = self.kernels_on(device).fused_moe_ms(self.target_spec, tp, groups, ep=self.ep)[0]
         return cache[key] - self.target_mlp_ms(p.tokens)
 
     def memory_bytes(self, tp: int = 1):

@@ -1,0 +1,105 @@
+"""The one seam for kernel times: what every operator price of a run goes through.
+
+A :class:`KernelSource` prices the kernels a step launches on one GPU of the
+run's device — dense GEMMs (bf16, fp8), grouped expert GEMMs (the fused MoE
+layer), decode and prefill attention, memory-bound elementwise kernels and the
+tensor-parallel all-reduce — and says, per op family, where its figures come
+from (:meth:`KernelSource.sources`). The resolved deployment carries one
+(:attr:`vidur_specdec.engine.deployment.Deployment.kernels`); the per-layer
+profile, the LM head, the MoE layer, a speculative head's own layers and the
+drafters all ask it. Implementations register by name (:mod:`vidur_specdec.costs.kernels`):
+``built`` (:mod:`.roofline`, the calibrated analytical builder) and ``tables``
+(:mod:`.tables`, kernel latencies measured on vLLM). A new GPU or a new
+source is one module.
+
+Units: times in ms; sizes in elements (tokens, heads) unless named ``nbytes``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+import numpy as np
+
+#: Op families a source names in ``summary.json`` (``kernel_sources``).
+OP_FAMILIES = ("gemm", "attention_decode", "attention_prefill", "elementwise", "all_reduce", "moe", "lm_head")
+
+
+class KernelSource:
+    """Kernel times (ms) on one GPU of ``device``; subclasses implement the primitives."""
+
+    name = "base"
+
+    def __init__(self, device) -> None:
+        self.device = device  # vidur_specdec.hardware.devices.DeviceSpec
+        self._lm_head: Dict[Tuple[int, int, int, int], float] = {}
+
+    # ------------------------------------------------------------------ primitives
+    def gemm_ms(self, m, k: int, n: int, dtype: str = "bf16"):
+        """``[m x k] x [k x n]`` GEMM (ms) for each entry of ``m``; ``dtype`` ``bf16`` or ``fp8`` (W8A8)."""
+        raise NotImplementedError
+
+    def decode_attention_ms(self, bs, kv, q_heads: int, kv_heads: int, head_dim: int, kv_dtype: str = "bf16"):
+        """Decode attention (ms) of ``bs`` requests with ``kv`` cached tokens each (per-GPU heads)."""
+        raise NotImplementedError
+
+    def prefill_attention_ms(self, chunk, kv, q_heads: int, kv_heads: int, head_dim: int, kv_dtype: str = "bf16"):
+        """Prefill attention (ms) of one ``chunk``-token piece after ``kv`` cached tokens (per-GPU heads)."""
+        raise NotImplementedError
+
+    def elementwise_ms(self, nbytes, op: str = "add"):
+        """A memory-bound elementwise kernel (ms) moving ``nbytes`` bytes (``op``: the builder's op key)."""
+        raise NotImplementedError
+
+    def all_reduce_ms(self, world: int, nbytes: int) -> float:
+        """One all-reduce (ms) of ``nbytes`` (the tensor's size per GPU) among ``world`` GPUs; 0 at world 1."""
+        raise NotImplementedError
+
+    def nccl_all_reduce_ms(self, world: int, nbytes: int) -> float:
+        """One NCCL all-reduce (ms), for collectives vLLM runs outside its custom all-reduce (logits gather)."""
+        raise NotImplementedError
+
+    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1) -> Tuple[float, float]:
+        """(ms of one MoE layer on one GPU, distinct routed experts woken) for a step's token ``groups``."""
+        raise NotImplementedError
+
+    def grouped_gemm_ms(self, rows: int, experts: int, k: int, n: int, dtype: str = "bf16") -> float:
+        """A grouped GEMM (ms): ``rows`` token rows spread over ``experts`` weight matrices ``[k x n]``."""
+        raise NotImplementedError
+
+    def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
+        """Per op family of :data:`OP_FAMILIES`, at tensor-parallel size ``tp``: where its times come from
+        (``built``, or the measured tables named by GPU, framework and version); ``specs`` the run's
+        ModelSpecs (target, drafter), whose attention shapes a table may not cover; ``ep`` the target's
+        expert-parallel size (its MoE layers)."""
+        raise NotImplementedError
+
+    def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> List[str]:
+        """One line per op the source was meant to measure but prices on the roofline for want of rows."""
+        return []
+
+    def identity(self) -> Mapping:
+        """What the source's figures depend on beyond the device (for cache keys of profiles it builds)."""
+        return {"kernels": self.name}
+
+    # ------------------------------------------------------------------ composed from the primitives
+    def mlp_op_times(self, spec, tp: int, num_tokens) -> Dict[str, np.ndarray]:
+        """Per-layer time (ms) of every ``mlp.csv`` op for each entry of ``num_tokens`` (Vidur's names)."""
+        raise NotImplementedError
+
+    def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size) -> Dict[str, np.ndarray]:
+        """Per-layer time (ms) of every ``attention.csv`` op for each (batch, kv, chunk) entry."""
+        raise NotImplementedError
+
+    def lm_head_ms(self, hidden: int, vocab: int, tp: int, rows: int) -> float:
+        """LM-head GEMM ``[rows x hidden] x [hidden x vocab/tp]`` (ms); 0 for no rows. Cached per shape."""
+        if rows <= 0:
+            return 0.0
+        key = (int(hidden), int(vocab), int(tp), int(rows))
+        t = self._lm_head.get(key)
+        if t is None:
+            if len(self._lm_head) >= 8192:
+                self._lm_head.clear()
+            n = -(-int(vocab) // int(tp))
+            t = self._lm_head[key] = float(self.gemm_ms(int(rows), int(hidden), n, "bf16"))
+        return t

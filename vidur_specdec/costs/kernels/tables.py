@@ -1,0 +1,274 @@
+"""The ``tables`` kernel source: vLLM's kernel latencies measured by NVIDIA's AIConfigurator.
+
+Tables (``aiconfigurator-core`` 0.12.0, read by :mod:`.table_data`), per GPU of
+:data:`SYSTEMS`, collected on vLLM :data:`VLLM_VERSION`:
+
+* ``gemm``: ``gemm_perf`` by m x n x k; ``bf16`` rows (``torch.nn.functional.linear``) and, for
+  ``fp8`` (W8A8 per-tensor), the ``fp8`` rows (``CutlassFP8ScaledMMLinearKernel``). Trilinear in
+  (m, n, k); beyond the largest n or k (an LM head's vocabulary shard) proportional.
+* ``attention_decode``: ``generation_attention_perf`` by batch x cached tokens (``step``) at the
+  layer's per-GPU query heads, KV heads, head size and KV dtype, window 0, with the kernel vLLM
+  picks on that GPU (:data:`ATTENTION_KERNELS`). Bilinear; proportional beyond the grid.
+* ``attention_prefill``: ``context_attention_perf`` at batch 1 by prompt length L (no cached
+  tokens). A chunk of c tokens after kv cached ones is priced ``max(t(c), t(kv + c) - t(kv))``:
+  the two full prefills differ by exactly the chunk's attention FLOPs (``4 d q c (kv + c/2)``).
+  Linear in L; quadratic beyond the largest L (causal attention's FLOPs).
+* ``all_reduce``: vLLM's custom all-reduce under CUDA graphs (``custom_allreduce_perf``,
+  ``vLLM_custom_graph``) where vLLM uses it (:func:`vidur_specdec.hardware.custom_all_reduce.applies`),
+  NCCL's all-reduce (``nccl_perf``) otherwise and for ``engine.all_reduce: nccl``; by world size
+  (2, 4, 8) and message size (the tables' ``message_size`` counts bf16 elements). Linear in bytes.
+
+What no table covers stays on the calibrated roofline (:mod:`.roofline`) and
+:meth:`TableKernels.sources` says so per op family: elementwise kernels (norms,
+RoPE, activation, residual add, embedding), the MoE layer's router and shared
+experts (its routed experts come from the fused-MoE table, :mod:`vidur_specdec.costs.fused_moe_table`,
+where it holds the deployment's rows), attention shapes the
+tables lack (e.g. more than 8 KV heads per GPU in decode), world sizes other
+than 2, 4, 8. Times in ms.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Sequence, Tuple
+
+import numpy as np
+
+from vidur_specdec.costs import fused_moe_table as FM
+from vidur_specdec.costs import moe_layer
+from vidur_specdec.costs.kernels import table_data as TD
+from vidur_specdec.costs.kernels.base import OP_FAMILIES
+from vidur_specdec.costs.kernels.roofline import BUILT, RooflineKernels
+from vidur_specdec.costs.profiles.builder import GEMM_OPS, shard
+from vidur_specdec.hardware import custom_all_reduce as CUSTOM_AR
+
+TABLES = "tables"
+VLLM_VERSION = "0.24.0"  # the vLLM release the GEMM and attention tables were collected on
+# device name -> AIConfigurator system folder
+SYSTEMS = {"h100": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm", "b300": "b300_sxm", "gb200": "gb200",
+           "gb300": "gb300", "l40s": "l40s", "rtx_pro_6000": "rtx_pro_6000_server"}
+# the custom all-reduce table's vLLM release where it differs from VLLM_VERSION (the newest the package has)
+CUSTOM_AR_VERSIONS = {"l40s": "0.22.0"}
+# the NCCL table's release per GPU (the newest the package has)
+NCCL_VERSIONS = {"l40s": "2.27.3"}
+NCCL_DEFAULT = "2.29.2"
+# (decode, prefill) attention kernels vLLM runs by default on the GPU (vllm/platforms/cuda.py, backend
+# priorities: FlashAttention 3 on Hopper, FlashInfer's TRT-LLM kernels on Blackwell, FlashAttention 2 on
+# Ada and SM120), as the tables name them
+_FA3 = ("vllm_flash_attn_fa3", "vllm_flash_attn_fa3")
+_TRTLLM = ("vllm_flashinfer_trtllmdecode", "vllm_flashinfer_trtllmprefill")
+_FA2 = ("vllm_flash_attn_fa2", "vllm_flash_attn_fa2")
+ATTENTION_KERNELS = {"h100": _FA3, "h200": _FA3, "b200": _TRTLLM, "b300": _TRTLLM, "gb200": _TRTLLM,
+                     "gb300": _TRTLLM, "l40s": _FA2, "rtx_pro_6000": _FA2}
+GEMM_DTYPES = {"bf16": ("bfloat16", "torch.nn.functional.linear"), "fp8": ("fp8", "CutlassFP8ScaledMMLinearKernel")}
+KV_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
+AR_WORLDS = (2, 4, 8)
+
+
+def has_tables(device) -> bool:
+    """True when :data:`SYSTEMS` maps the device's name to an AIConfigurator system."""
+    return getattr(device, "name", None) in SYSTEMS
+
+
+class TableKernels(RooflineKernels):
+    """Kernel times from the measured tables of ``device``'s GPU; the roofline for what they do not cover."""
+
+    name = TABLES
+
+    def __init__(self, device, all_reduce=None) -> None:
+        if device.name not in SYSTEMS:
+            from vidur_specdec.config import ConfigError
+
+            raise ConfigError(f"profiles: no measured kernel tables for device {device.name!r}; the tables cover "
+                              f"{', '.join(SYSTEMS)}; set profiles: built for the analytical roofline")
+        self.algorithm = all_reduce if isinstance(all_reduce, str) else "vllm_custom"
+        super().__init__(device, all_reduce)
+        self.system = SYSTEMS[device.name]
+        self.ar_version = CUSTOM_AR_VERSIONS.get(device.name, VLLM_VERSION)
+        self.nccl_version = NCCL_VERSIONS.get(device.name, NCCL_DEFAULT)
+        for op, table in (("gemm", "gemm_perf"), ("attention", "generation_attention_perf"),
+                          ("attention", "context_attention_perf")):
+            TD.table_path(self.system, op, "vllm", VLLM_VERSION, table)  # a missing table: one line, now
+        TD.table_path(self.system, "comm", "vllm", self.ar_version, "custom_allreduce_perf")
+        TD.table_path(self.system, "comm", "nccl", self.nccl_version, "nccl_perf")
+        self._grids: Dict[tuple, object] = {}
+        self._ar: Dict[tuple, float] = {}
+
+    # ------------------------------------------------------------------ naming
+    def label(self) -> str:
+        return f"{TD.PACKAGE}=={TD.PACKAGE_VERSION}/{self.system}/vllm-{VLLM_VERSION}"
+
+    def identity(self):
+        return {"kernels": self.name, "package": TD.PACKAGE_VERSION, "system": self.system, "vllm": VLLM_VERSION}
+
+    def _measured(self, framework: str = "vllm", version: str = VLLM_VERSION) -> str:
+        return f"measured: {self.system}, {framework} {version} ({TD.PACKAGE} {TD.PACKAGE_VERSION})"
+
+    def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
+        out = {f: BUILT for f in OP_FAMILIES}
+        curve = self._moe_curve(specs[0], tp, ep)[0] if specs and specs[0].is_moe else None
+        if curve is not None:
+            out["moe"] = curve.label()
+        out["gemm"] = out["lm_head"] = self._measured()
+        att = [self._attention_shape(s, tp) for s in specs] or [None]
+        if all(a is None or self._covers("generation_attention_perf", *a) for a in att):
+            out["attention_decode"] = self._measured()
+        if all(a is None or self._covers("context_attention_perf", *a) for a in att):
+            out["attention_prefill"] = self._measured()
+        if tp in AR_WORLDS:
+            out["all_reduce"] = (self._measured("vllm", self.ar_version) + f" and nccl {self.nccl_version}"
+                                 if self.algorithm == "vllm_custom" else self._measured("nccl", self.nccl_version))
+        elif tp <= 1:
+            out["all_reduce"] = "none (tensor parallel size 1)"
+        return out
+
+    # ------------------------------------------------------------------ MoE
+    def _moe_curve(self, spec, tp: int, ep: int):
+        """(measured routed-expert curve or None, why not) for ``spec``'s MoE layers at ``tp`` / ``ep``."""
+        return FM.try_curve(self.system, spec, int(tp), int(ep))
+
+    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1) -> Tuple[float, float]:
+        """The MoE layer with its routed experts from vLLM's fused-MoE table (:mod:`vidur_specdec.costs.fused_moe_table`)
+        where it holds the deployment's rows; router and shared experts on the roofline."""
+        curve = self._moe_curve(spec, tp, ep)[0]
+        return moe_layer.moe_layer_ms(spec, self.fields, tp, groups, ep=ep, routed=curve)
+
+    def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1):
+        if not specs or not specs[0].is_moe:
+            return []
+        why = self._moe_curve(specs[0], tp, ep)[1]
+        return [f"{why}; the MoE layers are priced on the builder's roofline"] if why else []
+
+    # ------------------------------------------------------------------ GEMM
+    def _gemm_grid(self, dtype: str):
+        key = ("gemm", dtype)
+        g = self._grids.get(key)
+        if g is None:
+            gd, kernel = GEMM_DTYPES[dtype]
+            df = TD.load(self.system, "gemm", "vllm", VLLM_VERSION, "gemm_perf")
+            df = df[(df.gemm_dtype == gd) & (df.kernel_source == kernel)]
+            ms, ns, ks = (np.sort(df[c].unique()).astype(float) for c in ("m", "n", "k"))
+            z = np.full((len(ms), len(ns), len(ks)), np.nan)
+            z[np.searchsorted(ms, df.m.to_numpy(float)), np.searchsorted(ns, df.n.to_numpy(float)),
+              np.searchsorted(ks, df.k.to_numpy(float))] = df.latency.to_numpy(float)
+            for j in range(len(ns)):  # a few holes: filled along m from the same (n, k) column
+                TD.fill_holes(z[:, j, :].T, ms)
+            g = self._grids[key] = (ms, ns, ks, z)
+        return g
+
+    def gemm_ms(self, m, k: int, n: int, dtype: str = "bf16"):
+        ms, ns, ks, z = self._gemm_grid("fp8" if dtype == "fp8" else "bf16")
+        i0, i1, wn, sn = TD.bracket(float(n), ns)
+        j0, j1, wk, sk = TD.bracket(float(k), ks)
+        col = ((1 - wn) * ((1 - wk) * z[:, i0, j0] + wk * z[:, i0, j1])
+               + wn * ((1 - wk) * z[:, i1, j0] + wk * z[:, i1, j1])) * sn * sk
+        t = TD.interp1(m, ms, col)
+        return float(t) if np.ndim(t) == 0 else t
+
+    # ------------------------------------------------------------------ attention
+    @staticmethod
+    def _attention_shape(spec, tp: int):
+        _, hd, qh, kvh, _ = shard(spec, tp)
+        return qh, kvh, hd, "fp8" if getattr(spec, "kv_cache_dtype", "") == "fp8" else "bf16"
+
+    def _attention_rows(self, table: str, qh: int, kvh: int, hd: int, kv_dtype: str):
+        df = TD.load(self.system, "attention", "vllm", VLLM_VERSION, table)
+        kernel = ATTENTION_KERNELS[self.device.name][0 if table.startswith("generation") else 1]
+        return df[(df.kernel_source == kernel) & (df.num_heads == qh) & (df.num_key_value_heads == kvh)
+                  & (df.head_dim == hd) & (df.kv_cache_dtype == KV_DTYPES[kv_dtype]) & (df.window_size == 0)]
+
+    def _covers(self, table: str, qh: int, kvh: int, hd: int, kv_dtype: str) -> bool:
+        return self._attention_grid(table, qh, kvh, hd, kv_dtype) is not None
+
+    def _attention_grid(self, table: str, qh: int, kvh: int, hd: int, kv_dtype: str):
+        key = (table, qh, kvh, hd, kv_dtype)
+        if key not in self._grids:
+            rows = self._attention_rows(table, qh, kvh, hd, kv_dtype)
+            if table.startswith("generation"):
+                self._grids[key] = TD.dense_grid(rows, "batch_size", "step") if len(rows) else None
+            else:
+                one = rows[rows.batch_size == 1].sort_values("isl")
+                self._grids[key] = (one.isl.to_numpy(float), one.latency.to_numpy(float)) if len(one) else None
+        return self._grids[key]
+
+    def decode_attention_ms(self, bs, kv, q_heads: int, kv_heads: int, head_dim: int, kv_dtype: str = "bf16"):
+        g = self._attention_grid("generation_attention_perf", q_heads, kv_heads, head_dim, kv_dtype)
+        if g is None:
+            return super().decode_attention_ms(bs, kv, q_heads, kv_heads, head_dim, kv_dtype)
+        return TD.grid2(bs, kv, *g)
+
+    def _full_prefill(self, length, g):
+        length = np.asarray(length, dtype=float)
+        return np.where(length > 0, TD.interp1(length, g[0], g[1], power=2.0), 0.0)
+
+    def prefill_attention_ms(self, chunk, kv, q_heads: int, kv_heads: int, head_dim: int, kv_dtype: str = "bf16"):
+        g = self._attention_grid("context_attention_perf", q_heads, kv_heads, head_dim, kv_dtype)
+        if g is None:
+            return super().prefill_attention_ms(chunk, kv, q_heads, kv_heads, head_dim, kv_dtype)
+        c, kv = np.asarray(chunk, dtype=float), np.asarray(kv, dtype=float)
+        own = self._full_prefill(c, g)
+        return np.maximum(own, self._full_prefill(kv + c, g) - self._full_prefill(kv, g))
+
+    # ------------------------------------------------------------------ collectives
+    def _ar_curve(self, kind: str, world: int):
+        key = ("ar", kind, world)
+        g = self._grids.get(key)
+        if g is None:
+            if kind == "custom":
+                df = TD.load(self.system, "comm", "vllm", self.ar_version, "custom_allreduce_perf")
+                df = df[(df.kernel_source == "vLLM_custom_graph") & (df.num_gpus == world)]
+            else:
+                df = TD.load(self.system, "comm", "nccl", self.nccl_version, "nccl_perf")
+                df = df[(df.op_name == "all_reduce") & (df.nccl_dtype == "half") & (df.num_gpus == world)]
+            df = df.sort_values("message_size")
+            g = self._grids[key] = (df.message_size.to_numpy(float) * 2.0, df.latency.to_numpy(float))  # bytes
+        return g
+
+    def _table_ar(self, kind: str, world: int, nbytes: int) -> float:
+        key = (kind, world, nbytes)
+        t = self._ar.get(key)
+        if t is None:
+            if len(self._ar) >= 65536:
+                self._ar.clear()
+            t = self._ar[key] = float(TD.interp1(float(nbytes), *self._ar_curve(kind, world)))
+        return t
+
+    def all_reduce_ms(self, world: int, nbytes: int) -> float:
+        if world <= 1 or nbytes <= 0:
+            return 0.0
+        if world not in AR_WORLDS:
+            return super().all_reduce_ms(world, nbytes)
+        if self.algorithm == "vllm_custom" and CUSTOM_AR.applies(world, nbytes):
+            return self._table_ar("custom", world, int(nbytes))
+        return self._table_ar("nccl", world, int(nbytes))
+
+    def nccl_all_reduce_ms(self, world: int, nbytes: int) -> float:
+        if world <= 1 or nbytes <= 0:
+            return 0.0
+        if world not in AR_WORLDS:
+            return super().nccl_all_reduce_ms(world, nbytes)
+        return self._table_ar("nccl", world, int(nbytes))
+
+    # ------------------------------------------------------------------ per-layer profiles
+    def mlp_op_times(self, spec, tp: int, num_tokens):
+        out = super().mlp_op_times(spec, tp, num_tokens)  # elementwise ops: the roofline
+        h, hd, qh, kvh, ffn = shard(spec, tp)
+        dtype = "fp8" if getattr(spec, "quantization", "") == "fp8" else "bf16"
+        shapes = {"attn_pre_proj": (h, (qh + 2 * kvh) * hd), "attn_post_proj": (qh * hd, h),
+                  "mlp_up_proj": (h, 2 * ffn), "mlp_down_proj": (ffn, h)}
+        t = np.asarray(num_tokens, dtype=float)
+        for op in GEMM_OPS:
+            k, n = shapes[op]
+            out[op] = self.gemm_ms(t, k, n, dtype)
+        return out
+
+    def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
+        out = super().attention_op_times(spec, tp, batch_size, kv_cache_size, prefill_chunk_size)
+        qh, kvh, hd, kvd = self._attention_shape(spec, tp)
+        bs, kv, chunk = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in
+                                              (batch_size, kv_cache_size, prefill_chunk_size)))
+        pre = chunk > 0
+        dec = self.decode_attention_ms(np.where(pre, 1.0, bs), kv, qh, kvh, hd, kvd)
+        pf = self.prefill_attention_ms(np.where(pre, chunk, 1.0), kv, qh, kvh, hd, kvd)
+        out["attn_decode"] = np.where(pre, np.nan, dec)
+        out["attn_prefill"] = np.where(pre, pf, np.nan)
+        return out
