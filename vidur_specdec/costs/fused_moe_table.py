@@ -19,7 +19,8 @@ Read here (verified on the tables, not assumed):
   EP 1: the per-token routing work scales with the global count.
 * ``balanced`` routing is deterministic: n tokens wake exactly ``min(E, n k)``
   experts (latency is linear in n up to ``n = E / k``, then flat until compute
-  shows); ``power_law_<a>`` rows draw expert loads from a power law of exponent a.
+  shows); ``power_law_<a>`` rows draw expert loads from a density x^-a (not used:
+  :func:`distribution`).
 
 The kernel is the one vLLM 0.33.0's MoE oracle picks for the GPU family, format
 and expert parallelism (:data:`KERNELS`, each entry citing its file); a missing
@@ -141,8 +142,17 @@ def _curve_rows(system: str, key: tuple) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def distribution(zipf_s: float) -> str:
-    """The tables' routing distribution for the routing model's popularity skew ``zipf_s``."""
-    return "balanced" if zipf_s == 0 else f"power_law_{zipf_s:g}"
+    """The tables' routing distribution for the routing model's popularity skew ``zipf_s`` (0 only).
+
+    Uniform popularity reads the ``balanced`` rows. A skewed one is refused: the
+    ``power_law_<a>`` rows draw each expert's load from a density ``x^-a`` on
+    ``[1, 0.8 T]`` (a = 1.01, 1.2: loads spread over orders of magnitude, an
+    exponential rank curve), which no Zipf exponent of the routing model matches.
+    """
+    if zipf_s == 0:
+        return "balanced"
+    raise MoeTableError(f"routing: popularity skew zipf_s={zipf_s:g} has no fused-MoE table rows to match (the "
+                        "tables' power_law rows draw expert loads from x^-a, not a Zipf rank curve)")
 
 
 @dataclass(frozen=True)
