@@ -129,3 +129,16 @@ def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
     built = kernels.for_run("built", get_device("h100"))  # profiles: built keeps the roofline MoE layer
     assert built.sources(1, [QWEN])["moe"] == "built" and built.warnings(1, [QWEN]) == []
     assert built.fused_moe_ms(QWEN, 1, [1] * 8) == moe_layer_ms(QWEN, H100, 1, [1] * 8)
+
+
+def test_expert_parallel_reads_the_table_at_the_busiest_gpus_load():
+    from vidur_specdec.costs.routing import ep_busiest_rank
+
+    dev = get_device("h200").builder_fields()
+    curve = F.curve("h200_sxm", DSV3, 8, 8)
+    routed = lambda g: (moe_layer_ms(DSV3, dev, 8, g, ep=8, routed=curve)[0]  # noqa: E731
+                        - moe_layer_ms(DSV3, dev, 8, g, ep=8, routed=_Zero())[0])
+    woken, rows = ep_busiest_rank([1], 256, 8, 8)
+    assert woken > 2  # one token's 8 experts land unevenly on 8 GPUs; the table's one-token row puts 1 on each
+    assert routed([1]) == pytest.approx(curve.ms(woken)) and routed([1]) > curve.ms(1)
+    assert routed([1] * 512) == pytest.approx(curve.ms(ep_busiest_rank([1] * 512, 256, 8, 8)[1]), rel=1e-6)

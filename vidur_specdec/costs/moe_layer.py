@@ -69,7 +69,9 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
 
     ``routed``: a measured curve (``.ms(tokens)``, ms per GPU at the step's whole
     token count, read for ``tp`` / ``ep`` already) pricing the routed experts
-    (:func:`routed_table_ms`); None prices them on the roofline.
+    (:func:`routed_table_ms`); None prices them on the roofline. With ``ep`` > 1
+    the table (balanced: every GPU the same load) is read where each GPU would
+    carry the busiest GPU's woken experts and rows (``ep`` times them).
 
     ``weight_bytes`` overrides the bytes per expert weight (default: the checkpoint's format).
     ``ep`` > 1: expert parallel over the ``tp`` GPUs (vLLM's ``enable_expert_parallel``, EP
@@ -91,7 +93,10 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     # router GEMM + top-k / softmax over T x E scores
     ms = float(gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
     ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
-    if routed is not None:
+    if routed is not None and ep > 1:  # the busiest GPU, read where the table's balanced rows load every GPU so
+        woken, rows = routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
+        ms += routed_table_ms(routed, rows * ep / k, min(float(E), woken * ep), E, k)
+    elif routed is not None:
         ms += routed_table_ms(routed, tokens, distinct, E, k)
     else:
         grouped, act = _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s)
