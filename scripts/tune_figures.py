@@ -36,9 +36,7 @@ FILES = ["summary.json", "tune.csv", "speculative_config.json", "engine_args.jso
 # name -> the tune's arguments after ``python -m vidur_specdec tune`` (the output folder and --jobs added)
 TUNES: Dict[str, List[str]] = {
     "reference": ["--config", "configs/default.yaml", "--set", "speculative.verify_attention=per_token"],
-    "eagle3-70b": ["--config", "configs/default.yaml", "--set", "device=h100",
-                   "--set", "model=meta-llama/Llama-3.1-70B-Instruct", "--set", "parallel.tensor_parallel_size=4",
-                   "--set", "speculative.method=eagle3", "--set", "speculative.num_speculative_tokens=3",
+    "eagle3-70b": ["--config", "configs/llama3.1-70b-tp4-h100.yaml", "--set", "speculative.method=eagle3", "--set", "speculative.num_speculative_tokens=3",
                    "--set", "speculative.mean_acceptance_length=2.8", "--load-axis", "concurrency",
                    "--loads", "1,8,32,64"],
 }

@@ -94,7 +94,8 @@ def test_device_yaml_missing_figure_names_it(tmp_path):
     with pytest.raises(ConfigError) as e:
         from_dict({"device": str(p)})
     assert str(e.value).startswith("device: ") and "'nvlink_bandwidth'" in str(e.value)
-    with pytest.raises(ConfigError, match="^device: unknown device 'tpu'; must be one of a100, h100, h200"):
+    with pytest.raises(ConfigError, match="^device: unknown device 'tpu'; must be one of a100, h100, h200, b200, b300, gb200, gb300, l40s, "
+                       "rtx_pro_6000"):
         from_dict({"device": "tpu"})
 
 
@@ -182,7 +183,7 @@ def test_measured_profile_without_rows_for_the_tp(tmp_path):
 def test_built_profile_is_cached_and_named(tmp_path):
     from vidur_specdec.engine.simulation import prepare, run_prepared
 
-    c = cfg_with(tmp_path, model=L31_8B, device="h200")
+    c = cfg_with(tmp_path, model=L31_8B, device="h200", profiles="built")
     p = prepare(load(c))
     assert p.profile_source == {"target": "built", "draft": None}
     assert p.predictor.model_spec.name == L31_8B and p.predictor.device_spec.name == "h200"
@@ -205,7 +206,8 @@ def test_llama3_target_with_llama3_drafter_runs(tmp_path):
     c = cfg_with(tmp_path, model=L31_70B, device="h100", parallel={"tensor_parallel_size": 4},
                  speculative={"method": "draft_model", "draft_model": L32_1B})
     res = simulate(c)
-    assert res.summary["profile_source"] == {"target": "built", "draft": "built"}
+    assert res.summary["profile_source"] == {"target": "tables", "draft": "tables"}  # H100: measured tables
+    assert res.summary["kernel_sources"]["all_reduce"].startswith("measured: h100_sxm")
     assert res.summary["tensor_parallel_size"] == 4
     assert len(res.requests) == 12 and (res.steps["draft_ms"] > 0).any()
     one = simulate(c, ["speculative.draft_tensor_parallel_size=1"])

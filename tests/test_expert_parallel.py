@@ -52,7 +52,8 @@ def test_deepseek_v3_fits_on_8_h200_and_one_h100_is_refused_with_the_remedy():
     with pytest.raises(ConfigError) as e:
         _fit({"model": DS, "device": "h100"})
     msg = str(e.value)
-    assert "\n" not in msg and "device=h200" in msg and "parallel.tensor_parallel_size=8" in msg
+    # the smallest built-in GPU larger than the H100 on which it fits: 8 RTX PRO 6000 (96 GB each)
+    assert "\n" not in msg and "device=rtx_pro_6000" in msg and "parallel.tensor_parallel_size=8" in msg
 
 
 def test_gpt_oss_120b_fits_on_one_h100_and_one_h200():

@@ -24,7 +24,8 @@ def test_moe_step_grows_more_with_k_at_batch_one_than_dense():
     mod = _script()
     moe, dense = (mod.predictor(m, "h100") for m in mod.MODELS)
     ratio = lambda pred: mod.step(pred, 1, 5)[0] / mod.step(pred, 1, 0)[0]  # noqa: E731
-    assert ratio(moe) > 1.2 > ratio(dense) and ratio(moe) - 1 > 3 * (ratio(dense) - 1)
+    # the dense target's measured GEMMs (H100 tables) grow a few % from 1 to 6 rows; the MoE layer's woken experts far more
+    assert ratio(moe) > 1.2 > 1.1 > ratio(dense)
 
 
 def test_held_out_moe_layer_error_table_is_current():

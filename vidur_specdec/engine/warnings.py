@@ -50,6 +50,27 @@ def _schedule_clamped(cfg: RunConfig, facts: Mapping) -> Optional[str]:
     return "; ".join(lines) or None
 
 
+A100_EXAMPLE_BUDGET = (512, 128)  # configs/default.yaml's scheduler values: (max_num_batched_tokens, max_num_seqs)
+
+
+@register_warning
+def _a100_example_budget(cfg: RunConfig, facts: Mapping) -> Optional[str]:
+    """The A100 example's 512-token budget carried to another GPU (as ``tune`` warns of a carried budget)."""
+    from vidur_specdec.config.vllm_defaults import VLLM_VERSION, serve_batch_defaults
+    from vidur_specdec.hardware.devices import get_device
+
+    sc = cfg.scheduler
+    if (sc.max_num_batched_tokens, sc.max_num_seqs) != A100_EXAMPLE_BUDGET:
+        return None
+    dev = get_device(cfg.device)
+    if "a100" in dev.name.lower():
+        return None
+    tok, seqs = serve_batch_defaults(dev)
+    return (f"scheduler.max_num_batched_tokens {sc.max_num_batched_tokens} and max_num_seqs {sc.max_num_seqs} are "
+            f"the A100 example's (configs/default.yaml), not vLLM {VLLM_VERSION}'s serve defaults on {dev.name} "
+            f"({tok}, {seqs}); set both to null to use those")
+
+
 def config_warnings(cfg: RunConfig, **facts) -> List[str]:
     """The warnings for ``cfg`` (one line each, in registration order)."""
     out = []

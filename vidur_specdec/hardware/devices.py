@@ -3,17 +3,17 @@
 One place for every device figure. The analytical profile builder
 (:mod:`vidur_specdec.profiles`), the memory model and the collective model read
 them from here. ``device:`` in a run config is a built-in name (``a100``,
-``h100``, ``h200``) or the path of a YAML file with the fields of
+``h100``, ``h200``, ``b200``, ``b300``, ``gb200``, ``gb300``, ``l40s``, ``rtx_pro_6000``) or the path of a YAML file with the fields of
 :class:`DeviceSpec` (see ``docs/config.md``)::
 
-    name: l40s
-    memory_bytes: 48e9        # HBM (or GDDR) capacity, bytes
-    hbm_bandwidth: 864e9      # bytes/s
-    bf16_flops: 362e12        # dense BF16 tensor-core FLOP/s (no sparsity)
+    name: l4
+    memory_bytes: 24e9        # HBM (or GDDR) capacity, bytes
+    hbm_bandwidth: 300e9      # bytes/s
+    bf16_flops: 121e12        # dense BF16 tensor-core FLOP/s (no sparsity)
     nvlink_bandwidth: 64e9    # bytes/s per GPU, both directions together (PCIe here)
-    sms: 142                  # optional: streaming multiprocessors (default: A100's 108)
-    l2_bytes: 96e6            # optional: L2 size (default: A100's 40 MiB)
-    fp8_flops: 733e12         # optional: dense FP8 tensor-core FLOP/s (default 0: no FP8)
+    sms: 58                   # optional: streaming multiprocessors (default: A100's 108)
+    l2_bytes: 48e6            # optional: L2 size (default: A100's 40 MiB)
+    fp8_flops: 242e12         # optional: dense FP8 tensor-core FLOP/s (default 0: no FP8)
 
 Units: bytes, bytes/s, FLOP/s.
 """
@@ -77,8 +77,29 @@ BUILTIN: Dict[str, DeviceSpec] = {
         DeviceSpec("a100", 80 * GIB, 2039e9, 312e12, 600e9, sms=108, l2_bytes=40 * MIB),
         DeviceSpec("h100", 81559 * MIB, 3350e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB, fp8_flops=1979e12),
         DeviceSpec("h200", 143771 * MIB, 4800e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB, fp8_flops=1979e12),
+        # Blackwell (SM100/SM103) and the PCIe cards: see the note below
+        DeviceSpec("b200", 184320 * MIB, 7700e9, 2250e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=4500e12),
+        DeviceSpec("b300", 275040 * MIB, 7750e9, 2250e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=4500e12),
+        DeviceSpec("gb200", 189471 * MIB, 8000e9, 2500e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=5000e12),
+        DeviceSpec("gb300", 284208 * MIB, 8000e9, 2500e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=5000e12),
+        DeviceSpec("l40s", 46068 * MIB, 864e9, 362.05e12, 64e9, sms=142, l2_bytes=96 * MIB, fp8_flops=733e12),
+        DeviceSpec("rtx_pro_6000", 97887 * MIB, 1792e9, 467.8e12, 128e9, sms=188, l2_bytes=128 * MIB,
+                   fp8_flops=935.6e12),
     )
 }
+# Blackwell and PCIe cards. Memory (nvidia-smi memory.total), HBM/GDDR bandwidth and dense BF16/FP8
+# tensor-core rates are those of aiconfigurator-core 0.12.0's system files (systems/<gpu>.yaml: b200_sxm,
+# b300_sxm, gb200, gb300, l40s, rtx_pro_6000_server), which quote NVIDIA's datasheets (HGX B200: 180 GB
+# HBM3e, 7.7 TB/s, 2.25 PFLOPS dense BF16, 4.5 PFLOPS dense FP8; HGX B300: 7.75 TB/s; GB200/GB300 NVL72:
+# 8 TB/s, 2.5 / 5 PFLOPS; L40S datasheet: 48 GB GDDR6, 864 GB/s, 362.05 TFLOPS BF16, 733 TFLOPS FP8;
+# RTX PRO 6000 Blackwell Server Edition: 96 GB GDDR7, 1.792 TB/s, BF16/FP8 at its 2,430 MHz boost as the
+# system file scales them); B200's 184,320 MiB is the HGX B200's 180 GiB as aiconfigurator states it.
+# NVLink: fifth generation, 1.8 TB/s per GPU both directions (NVIDIA Blackwell datasheets); the L40S
+# (PCIe 4.0 x16) and RTX PRO 6000 (PCIe 5.0 x16) have no NVLink: 64 and 128 GB/s both directions.
+# SMs and L2 (the builder's wave and L2 terms only): B200 148 SMs and 126 MiB L2 (NVIDIA Blackwell
+# architecture technical brief; kept for B300/GB200/GB300, the same die family); L40S 142 SMs, 96 MiB L2
+# (NVIDIA Ada Lovelace architecture whitepaper, AD102); RTX PRO 6000 188 SMs, 128 MiB L2 (NVIDIA RTX
+# Blackwell GPU architecture whitepaper, GB202).
 
 REQUIRED = ("memory_bytes", "hbm_bandwidth", "bf16_flops", "nvlink_bandwidth")
 

@@ -22,9 +22,10 @@ What no table covers stays on the calibrated roofline (:mod:`.roofline`) and
 :meth:`TableKernels.sources` says so per op family: elementwise kernels (norms,
 RoPE, activation, residual add, embedding), the MoE layer's router and shared
 experts (its routed experts come from the fused-MoE table, :mod:`vidur_specdec.costs.fused_moe_table`,
-where it holds the deployment's rows), attention shapes the
-tables lack (e.g. more than 8 KV heads per GPU in decode), world sizes other
-than 2, 4, 8. Times in ms.
+where it holds the deployment's rows), multi-head latent attention (DeepSeek; the
+MLA tables are not read), attention shapes the tables lack (e.g. more than 8 KV
+heads per GPU in decode), world sizes other than 2, 4, 8. Sliding-window layers
+are priced at window 0 (full attention), as the roofline prices them. Times in ms.
 """
 
 from __future__ import annotations
@@ -109,10 +110,10 @@ class TableKernels(RooflineKernels):
         if curve is not None:
             out["moe"] = curve.label()
         out["gemm"] = out["lm_head"] = self._measured()
-        att = [self._attention_shape(s, tp) for s in specs] or [None]
-        if all(a is None or self._covers("generation_attention_perf", *a) for a in att):
+        att = [self._attention_shape(s, tp) for s in specs]
+        if all(a is not None and self._covers("generation_attention_perf", *a) for a in att):
             out["attention_decode"] = self._measured()
-        if all(a is None or self._covers("context_attention_perf", *a) for a in att):
+        if all(a is not None and self._covers("context_attention_perf", *a) for a in att):
             out["attention_prefill"] = self._measured()
         if tp in AR_WORLDS:
             out["all_reduce"] = (self._measured("vllm", self.ar_version) + f" and nccl {self.nccl_version}"
@@ -167,6 +168,10 @@ class TableKernels(RooflineKernels):
     # ------------------------------------------------------------------ attention
     @staticmethod
     def _attention_shape(spec, tp: int):
+        """(q heads, KV heads, head size, KV dtype) per GPU; None for multi-head latent attention (the MLA
+        tables are not read: such a model's attention stays on the roofline)."""
+        if getattr(spec, "kv_lora_rank", 0):
+            return None
         _, hd, qh, kvh, _ = shard(spec, tp)
         return qh, kvh, hd, "fp8" if getattr(spec, "kv_cache_dtype", "") == "fp8" else "bf16"
 
@@ -263,7 +268,10 @@ class TableKernels(RooflineKernels):
 
     def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
         out = super().attention_op_times(spec, tp, batch_size, kv_cache_size, prefill_chunk_size)
-        qh, kvh, hd, kvd = self._attention_shape(spec, tp)
+        shape = self._attention_shape(spec, tp)
+        if shape is None:
+            return out
+        qh, kvh, hd, kvd = shape
         bs, kv, chunk = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in
                                               (batch_size, kv_cache_size, prefill_chunk_size)))
         pre = chunk > 0

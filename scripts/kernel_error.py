@@ -1,0 +1,107 @@
+"""The analytical builder's error against vLLM's measured kernel tables, per op family and GPU (docs/profiles.md).
+
+Usage: python scripts/kernel_error.py [--write]
+For every GPU the tables cover (vidur_specdec.costs.kernels.tables.SYSTEMS) the builder's own
+functions (the ``built`` kernel source) are called at the tables' measured points and divided by
+the measured latency. Families and the rows taken (bf16, window 0, vLLM's kernel on that GPU):
+
+* GEMM bf16 at three bands of m (tokens), n and k in 1024..16384 (the projections of 1-70 B models);
+  GEMM fp8 (W8A8 per-tensor) at every m;
+* decode attention: batch 1-128, 1k-16k cached tokens; prefill attention: batch 1, 128-16k tokens;
+  both at the per-GPU heads of Llama-3.1-8B (32 q / 8 KV), 70B at TP 4 (16 / 2) and Qwen3-30B-A3B (32 / 4);
+* vLLM's custom all-reduce (CUDA graphs, below its 8 MiB limit) and NCCL's, at 2, 4 and 8 GPUs.
+
+Each cell: median builder / measured (min-max). Prints the markdown table; ``--write`` puts it
+between the ``kernel-error`` markers of docs/profiles.md (tests/test_kernel_error_doc.py fails while
+that block is stale).
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docblock  # noqa: E402  (scripts/docblock.py)
+
+import numpy as np  # noqa: E402
+
+from vidur_specdec.costs.kernels import table_data as TD  # noqa: E402
+from vidur_specdec.costs.kernels.roofline import RooflineKernels  # noqa: E402
+from vidur_specdec.costs.kernels.tables import ATTENTION_KERNELS, GEMM_DTYPES, SYSTEMS, VLLM_VERSION, TableKernels  # noqa: E402
+from vidur_specdec.hardware import collectives  # noqa: E402
+from vidur_specdec.hardware import custom_all_reduce as CUSTOM_AR  # noqa: E402
+from vidur_specdec.hardware.devices import get_device  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "profiles.md"
+BEGIN, END = docblock.markers("kernel-error")
+SIZES = (1024, 2048, 4096, 8192, 16384)
+HEADS = ((32, 8), (16, 2), (32, 4))
+GEMM_BANDS = (("GEMM bf16, m ≤ 64", 1, 64), ("GEMM bf16, m 128–1024", 128, 1024),
+              ("GEMM bf16, m 2048–8192", 2048, 8192))
+
+
+def _heads(df):
+    return np.logical_or.reduce([(df.num_heads == q) & (df.num_key_value_heads == kv) for q, kv in HEADS])
+
+
+def ratios(name: str) -> dict:
+    """{family: builder / measured ratios} for device ``name``."""
+    dev = get_device(name)
+    b, t = RooflineKernels(dev), TableKernels(dev)
+    out = {}
+    gemm = TD.load(t.system, "gemm", "vllm", VLLM_VERSION, "gemm_perf")
+    gemm = gemm[gemm.n.isin(SIZES) & gemm.k.isin(SIZES)]
+    for dtype, (gd, kernel) in GEMM_DTYPES.items():
+        rows = gemm[(gemm.gemm_dtype == gd) & (gemm.kernel_source == kernel)]
+        bands = GEMM_BANDS if dtype == "bf16" else (("GEMM fp8, every m", 1, 1 << 30),)
+        for label, lo, hi in bands:
+            r = rows[(rows.m >= lo) & (rows.m <= hi)]
+            out[label] = np.array([b.gemm_ms(x.m, x.k, x.n, dtype) for x in r.itertuples()]) / r.latency.to_numpy()
+    dec_kernel, pre_kernel = ATTENTION_KERNELS[name]
+    gen = TD.load(t.system, "attention", "vllm", VLLM_VERSION, "generation_attention_perf")
+    gen = gen[(gen.kernel_source == dec_kernel) & (gen.window_size == 0) & (gen.head_dim == 128)
+              & (gen.kv_cache_dtype == "bfloat16") & _heads(gen) & (gen.batch_size <= 128)
+              & (gen.step >= 1023) & (gen.step <= 16383)]
+    out["decode attention"] = np.array([float(b.decode_attention_ms(x.batch_size, x.step, x.num_heads,
+                                                                     x.num_key_value_heads, 128))
+                                        for x in gen.itertuples()]) / gen.latency.to_numpy()
+    ctx = TD.load(t.system, "attention", "vllm", VLLM_VERSION, "context_attention_perf")
+    ctx = ctx[(ctx.kernel_source == pre_kernel) & (ctx.window_size == 0) & (ctx.head_dim == 128)
+              & (ctx.kv_cache_dtype == "bfloat16") & _heads(ctx) & (ctx.batch_size == 1) & (ctx.isl >= 128)]
+    out["prefill attention"] = np.array([float(b.prefill_attention_ms(x.isl, 0, x.num_heads,
+                                                                       x.num_key_value_heads, 128))
+                                         for x in ctx.itertuples()]) / ctx.latency.to_numpy()
+    ar = TD.load(t.system, "comm", "vllm", t.ar_version, "custom_allreduce_perf")
+    ar = ar[(ar.kernel_source == "vLLM_custom_graph") & (ar.message_size * 2 < CUSTOM_AR.MAX_BYTES)]
+    out["custom all-reduce, 2/4/8 GPUs"] = np.array([CUSTOM_AR.custom_all_reduce_ms(dev, x.num_gpus, x.message_size * 2)
+                                                     for x in ar.itertuples()]) / ar.latency.to_numpy()
+    nccl = TD.load(t.system, "comm", "nccl", t.nccl_version, "nccl_perf")
+    nccl = nccl[(nccl.op_name == "all_reduce") & (nccl.nccl_dtype == "half")]
+    out["NCCL all-reduce, 2/4/8 GPUs"] = np.array([collectives.all_reduce_ms(dev, x.num_gpus, x.message_size * 2)
+                                                   for x in nccl.itertuples()]) / nccl.latency.to_numpy()
+    return out
+
+
+def _cell(r: np.ndarray) -> str:
+    if len(r) == 0:
+        return "–"
+    return f"{np.median(r):.2f} ({r.min():.2f}–{r.max():.2f})"
+
+
+def table() -> str:
+    names = sorted(SYSTEMS, key=list(SYSTEMS).index)
+    per = {n: ratios(n) for n in names}
+    families = list(per[names[0]])
+    lines = [BEGIN, "| op family | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for f in families:
+        lines.append(f"| {f} | " + " | ".join(_cell(per[n][f]) for n in names) + " |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def main() -> int:
+    return docblock.main(DOC, table())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
