@@ -191,7 +191,8 @@ def kernel_for(system: str, quantization: str, ep: int) -> Tuple[Kernel, str]:
     fam = FAMILIES[system]
     kernel = KERNELS.get((fmt, fam, ep > 1))
     if kernel is None:
-        raise MoeTableError(f"quantization: no fused-MoE kernel registered for {fmt} on {system} ({fam})")
+        raise MoeTableError(f"quantization: {system}'s fused-MoE table has no {fmt} kernel rows ({fam}; "
+                            f"none registered in KERNELS)")
     return kernel, fmt
 
 
