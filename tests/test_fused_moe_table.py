@@ -10,7 +10,7 @@ from conftest import small
 from vidur_specdec.architectures.models import KNOWN_MODELS
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as F
-from vidur_specdec.costs.moe_layer import moe_layer_ms, routed_table_ms
+from vidur_specdec.costs.moe_layer import moe_layer_ms, routed_table_ms, uniform_distinct, unrelated_tokens
 from vidur_specdec.costs.routing import expected_distinct
 from vidur_specdec.hardware.devices import get_device
 
@@ -47,29 +47,39 @@ SAMPLE = [
 
 
 @pytest.mark.parametrize("system,spec,fmt,tp,ep", SAMPLE, ids=lambda v: getattr(v, "name", v))
-def test_routed_experts_reproduce_the_tables_own_rows(system, spec, fmt, tp, ep):
-    """At the table's own points (n tokens waking min(E, n top_k) experts, its balanced routing): its rows."""
+def test_plain_decodes_reproduce_the_tables_own_rows(system, spec, fmt, tp, ep):
+    """n unrelated tokens (the routing model's uniform expectation of woken experts) read the table's row at n."""
     spec = dataclasses.replace(spec, quantization=fmt)
     curve = F.curve(system, spec, tp, ep)
     rows = _rows(system, curve.kernel.kernel_source, spec, 1 if ep > 1 else tp, ep)
     assert len(rows) >= 20
     E, k = spec.num_experts, spec.experts_per_token
-    errs = [abs(routed_table_ms(curve, n, min(E, n * k), E, k) - lat) / lat
+    errs = [abs(routed_table_ms(curve, n, uniform_distinct(n, E, k), E, k) - lat) / lat
             for n, lat in zip(rows.num_tokens.to_numpy()[::3], rows.latency.to_numpy()[::3])]  # every third point
     assert np.median(errs) < 0.03 and max(errs) < 1e-9
 
 
-def test_layer_reads_the_table_where_it_wakes_as_many_experts():
+def test_plain_decode_layer_reads_the_row_at_its_token_count():
     curve = F.curve("h100_sxm", QWEN, 1)
     routed = lambda groups: (moe_layer_ms(QWEN, H100, 1, groups, routed=curve)[0]  # noqa: E731
                              - moe_layer_ms(QWEN, H100, 1, groups, routed=_Zero())[0])
-    assert routed([1]) == pytest.approx(curve.ms(1))  # one token wakes top_k experts, as the table's does
-    d16 = expected_distinct([1] * 16, 128, 8)  # 82 experts in expectation; the table's 16 tokens wake all 128
-    assert routed([1] * 16) == pytest.approx(curve.ms(d16 / 8)) and routed([1] * 16) < 0.8 * curve.ms(16)
-    assert routed([1] * 4096) == pytest.approx(curve.ms(4096), rel=1e-3)  # saturated: the step's own count
+    for n in (1, 2, 16, 64, 256, 4096):
+        assert routed([1] * n) == pytest.approx(curve.ms(n), rel=1e-9)
+    assert uniform_distinct(16, 128, 8) == pytest.approx(expected_distinct([1] * 16, 128, 8))
+
+
+def test_shared_tokens_read_the_row_of_as_many_unrelated_tokens():
+    curve = F.curve("h100_sxm", QWEN, 1)
+    routed = lambda groups: (moe_layer_ms(QWEN, H100, 1, groups, routed=curve)[0]  # noqa: E731
+                             - moe_layer_ms(QWEN, H100, 1, groups, routed=_Zero())[0])
     assert routed([4]) < routed([1] * 4)  # a verify block's correlated tokens wake fewer experts
-    assert routed([4]) == pytest.approx(curve.ms(expected_distinct([4], 128, 8) / 8))
-    assert routed([1] * 32) < curve.ms(32)  # continuous across the table's saturation point (E / top_k = 16)
+    d = expected_distinct([4], 128, 8)
+    assert uniform_distinct(unrelated_tokens(d, 128, 8), 128, 8) == pytest.approx(d)
+    assert routed([4]) == pytest.approx(curve.ms(unrelated_tokens(d, 128, 8)))
+    for b in (1, 4, 16, 32, 64):  # verify steps cost at least the plain decode step of the same batch
+        assert routed([2] * b) >= routed([1] * b) and routed([4] * b) >= routed([2] * b)
+    assert routed([512]) == pytest.approx(curve.ms(512), rel=1e-3)  # a prefill chunk wakes every expert
+    assert routed([4] * 64) == pytest.approx(curve.ms(256), rel=1e-3)  # every expert streaming: its rows
 
 
 def test_kernel_is_the_one_vllm_picks():
@@ -120,10 +130,7 @@ def test_decode_steps_moe_ms_is_the_table_at_the_step_token_count():
     assert len(s) > 20
     for n, moe in zip(s.num_tokens, s.moe_ms / QWEN.num_moe_layers):
         router = moe_layer_ms(QWEN, H100, 1, [1] * int(n), routed=_Zero())[0]  # router GEMM and top-k
-        read = routed_table_ms(curve, n, expected_distinct([1] * int(n), 128, 8), 128, 8)
-        assert moe - router == pytest.approx(read, rel=1e-9)
-        if n == 1 or n >= 128:  # one token, or every expert woken: the table's row at the same count
-            assert moe - router == pytest.approx(curve.ms(n), rel=0.03)
+        assert moe - router == pytest.approx(curve.ms(n), rel=1e-9)  # the table's row at the same token count
     from vidur_specdec.costs import kernels
 
     built = kernels.for_run("built", get_device("h100"))  # profiles: built keeps the roofline MoE layer
@@ -140,5 +147,7 @@ def test_expert_parallel_reads_the_table_at_the_busiest_gpus_load():
                         - moe_layer_ms(DSV3, dev, 8, g, ep=8, routed=_Zero())[0])
     woken, rows = ep_busiest_rank([1], 256, 8, 8)
     assert woken > 2  # one token's 8 experts land unevenly on 8 GPUs; the table's one-token row puts 1 on each
-    assert routed([1]) == pytest.approx(curve.ms(woken)) and routed([1]) > curve.ms(1)
-    assert routed([1] * 512) == pytest.approx(curve.ms(ep_busiest_rank([1] * 512, 256, 8, 8)[1]), rel=1e-6)
+    # every GPU carrying the busiest one's load: its rows x 8 as the table's token count, its experts x 8 woken
+    assert routed([1]) == pytest.approx(routed_table_ms(curve, rows * 8 / 8, woken * 8, 256, 8))
+    assert routed([1]) > curve.ms(1)
+    assert routed([1] * 512) == pytest.approx(curve.ms(ep_busiest_rank([1] * 512, 256, 8, 8)[1]), rel=1e-3)

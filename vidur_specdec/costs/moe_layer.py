@@ -16,8 +16,9 @@ expert parallelism) one MoE layer runs
 
 With a measured curve (``routed``, a :class:`~vidur_specdec.costs.fused_moe_table.FusedMoeCurve`)
 the routed experts (grouped GEMMs and activation) are instead vLLM's measured
-fused-MoE kernel time read where the table wakes as many experts as the step
-(:func:`routed_table_ms`); router and shared experts stay on the roofline (the
+fused-MoE kernel time read at the step's token count, less the weight
+streaming of the experts its shared tokens do not wake (:func:`routed_table_ms`);
+router and shared experts stay on the roofline (the
 table does not time them).
 
 Dense leading layers (DeepSeek's first three) keep the profile's MLP ops. Times in
@@ -27,6 +28,7 @@ ms per layer; ``device`` is the builder's device mapping (``peak_flops``,
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Optional, Sequence, Tuple
 
 from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
@@ -42,24 +44,50 @@ def expert_bytes_per_weight(spec) -> float:
     return BYTES_PER_WEIGHT.get(spec.quantization or "", 2.0)
 
 
-def routed_table_ms(curve, tokens: float, distinct: float, num_experts: int, top_k: int) -> float:
-    """Routed-expert ms of a step of ``tokens`` waking ``distinct`` experts, read from a measured table.
+SATURATED = 0.99  # share of the experts woken past which a step's time grows with its rows, not its experts
 
-    The table's rows use balanced routing: n tokens wake exactly ``min(E, n top_k)``
-    experts and route ``n top_k`` rows. The step is read at ``distinct / top_k``
-    tokens, where the table wakes as many experts as the step, plus, past the
-    table's saturation point ``E / top_k``, the table's increase from there to
-    the step's own token count (the rows it adds once every expert is woken):
-    ``t(D/k) + t(T) - t(E/k)`` (the last two only when ``T > E/k``). At the table's own points (``distinct`` =
-    ``min(E, n top_k)``) this is the row itself.
+
+def uniform_distinct(tokens: float, num_experts: int, top_k: int) -> float:
+    """Experts ``tokens`` unrelated tokens wake in expectation at uniform popularity: ``E (1 - (1 - top_k/E)^T)``.
+
+    The routing model's own expectation for single-token groups
+    (:func:`~vidur_specdec.costs.routing.expected_distinct` with ``zipf_s`` 0).
     """
     if tokens <= 0:
         return 0.0
-    sat = num_experts / top_k
-    ms = curve.ms(distinct / top_k)
-    if tokens > sat:  # the table's own change past saturation (it may dip: measured noise is kept)
-        ms += curve.ms(tokens) - curve.ms(sat)
-    return ms
+    if top_k >= num_experts:
+        return float(num_experts)
+    return float(-num_experts * math.expm1(tokens * math.log1p(-top_k / num_experts)))
+
+
+def unrelated_tokens(distinct: float, num_experts: int, top_k: int) -> float:
+    """Unrelated tokens that wake ``distinct`` experts in expectation (inverse of :func:`uniform_distinct`; inf at E)."""
+    if distinct >= num_experts or top_k >= num_experts:
+        return math.inf
+    return max(0.0, math.log1p(-distinct / num_experts) / math.log1p(-top_k / num_experts))
+
+
+def routed_table_ms(curve, tokens: float, distinct: float, num_experts: int, top_k: int) -> float:
+    """Routed-expert ms of a step of ``tokens`` waking ``distinct`` experts, read from a measured table.
+
+    The table's rows (``balanced`` routing) stand for the routing model's
+    uniform popularity: a step of T plain decodes reads the table's row at T.
+    A step whose tokens share experts (verify blocks, prefill chunks) wakes
+    ``D`` experts, as many as ``x`` unrelated tokens would
+    (:func:`unrelated_tokens`, ``x`` ≤ T), and reads the row at ``x``; once T
+    passes ``n_s``, where unrelated tokens wake :data:`SATURATED` of the
+    experts, the table's rise from ``max(x, n_s)`` to T is added (the rows a
+    step adds once its experts are all streaming):
+    ``t(x) + [t(T) - t(max(x, n_s))]`` for ``T > max(x, n_s)``.
+    """
+    if tokens <= 0:
+        return 0.0
+    x = min(float(tokens), unrelated_tokens(distinct, num_experts, top_k))
+    ms = curve.ms(x)
+    knee = max(x, unrelated_tokens(SATURATED * num_experts, num_experts, top_k))
+    if tokens > knee:
+        ms += curve.ms(tokens) - curve.ms(knee)
+    return float(ms)
 
 
 def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
