@@ -3,8 +3,10 @@
 Usage: python scripts/moe_layer_error.py [--write]
 Each published table times one MoE layer on one GPU for M tokens, each a separate
 request (``benchmark_moe.py`` style), so the layer is priced for M groups of one
-token. Nothing here was fitted: the layer is priced on the profile builder's
-calibrated roofline. Prints the markdown table; ``--write`` puts it between the
+token, twice: on the profile builder's calibrated roofline (``profiles: built``)
+and with the routed experts from vLLM's measured fused-MoE tables (the default on
+GPUs that have them; "—" where the tables lack the deployment's rows). Nothing here
+was fitted. Prints the markdown table; ``--write`` puts it between the
 ``moe-layer-error`` markers of docs/profiles.md (tests/test_moe_docs_figures.py
 fails while that block is stale).
 """
@@ -19,7 +21,8 @@ import docblock  # noqa: E402  (scripts/docblock.py)
 import numpy as np
 
 from vidur_specdec.architectures.models import KNOWN_MODELS
-from vidur_specdec.costs.moe_layer import moe_layer_ms
+from vidur_specdec.costs import kernels
+from vidur_specdec.costs.kernels import BUILT, TABLES
 from vidur_specdec.hardware.devices import get_device
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,22 +45,29 @@ PUBLISHED = [
 ]
 
 
-def errors(model: str, quantization: str, device: str, tp: int, published: dict) -> dict:
-    """{M: % error of the priced layer against the published time}."""
+def errors(model: str, quantization: str, device: str, tp: int, published: dict, measured: bool = False):
+    """{M: % error of the priced layer against the published time}; None when ``measured`` has no rows."""
     spec = dataclasses.replace(KNOWN_MODELS[model], quantization=quantization)
-    dev = get_device(device).builder_fields()
-    return {m: 100.0 * (moe_layer_ms(spec, dev, tp, [1] * m)[0] * 1e3 - us) / us for m, us in published.items()}
+    source = kernels.make(TABLES if measured else BUILT, get_device(device))
+    if source.warnings(tp, [spec]):  # the tables lack the deployment's rows
+        return None
+    return {m: 100.0 * (source.fused_moe_ms(spec, tp, [1] * m)[0] * 1e3 - us) / us for m, us in published.items()}
+
+
+def _cells(err) -> str:
+    if err is None:
+        return "— | —"
+    by_m = ", ".join(f"{m}: {e:+.0f}" for m, e in err.items()).replace("+-", "−").replace("-", "−")
+    return f"{by_m} | {float(np.median(np.abs(list(err.values())))):.1f}"
 
 
 def table() -> str:
     rows = []
     for label, model, quant, device, tp, published, source in PUBLISHED:
-        err = errors(model, quant, device, tp, published)
-        by_m = ", ".join(f"{m}: {e:+.0f}" for m, e in err.items()).replace("+-", "−").replace("-", "−")
-        med = float(np.median(np.abs(list(err.values()))))
-        rows.append(f"| {label} ({source}) | {by_m} | {med:.1f} |")
-    return "\n".join([BEGIN, "| shape, device (source) | % error by tokens | median \\|%\\| |", "|---|---|---|",
-                      *rows, END])
+        for name, measured in (("built", False), ("measured", True)):
+            rows.append(f"| {label} ({source}) | {name} | {_cells(errors(model, quant, device, tp, published, measured))} |")
+    return "\n".join([BEGIN, "| shape, device (source) | MoE source | % error by tokens | median \\|%\\| |",
+                      "|---|---|---|---|", *rows, END])
 
 
 def main() -> int:

@@ -3,7 +3,8 @@
 Usage: python scripts/moe_step_ratio.py [--write]
 Prices one decode step of ``batch`` requests, each with ``k`` guesses at 512 tokens of
 context, through the run's own predictor (target forward + LM head + sampling + overhead;
-no proposer time), for Qwen3-30B-A3B and Llama-3.1-8B on one H100. Prints the markdown
+no proposer time; the MoE layers from vLLM's measured fused-MoE table, the default on an
+H100), for Qwen3-30B-A3B and Llama-3.1-8B on one H100. Prints the markdown
 table; ``--write`` puts it between the ``moe-step-ratio`` markers of docs/model.md
 (tests/test_moe_docs_figures.py fails while that block is stale).
 """
@@ -30,9 +31,9 @@ BATCHES = (1, 16, 64)
 KS = (1, 3, 5)
 
 
-def predictor(model: str, device: str):
+def predictor(model: str, device: str, profiles: str = "shipped"):
     cfg = load({"model": model, "device": device, "speculative": {"method": "none"},
-                "workload": {"num_requests": 4}})
+                "workload": {"num_requests": 4}, "profiles": profiles})
     p = prepare(cfg)
     p.predictor.proposer = None
     rc = ReplicaConfig(model_name="meta-llama/Llama-2-7b-hf", tensor_parallel_size=1, num_pipeline_stages=1,

@@ -1,5 +1,5 @@
-"""The MoE figures in the docs are what their scripts give now: the step ratio (docs/model.md) and the held-out
-fused-MoE errors (docs/profiles.md)."""
+"""The MoE figures in the docs are what their scripts give now: the step ratio (docs/model.md), the held-out
+fused-MoE errors and the builder against the measured tables (docs/profiles.md)."""
 
 import importlib.util
 
@@ -33,6 +33,14 @@ def test_held_out_moe_layer_error_table_is_current():
     doc = (REPO / "docs" / "profiles.md").read_text()
     block = doc[doc.index(mod.BEGIN):doc.index(mod.END) + len(mod.END)]
     assert block == mod.table(), "docs/profiles.md's MoE error table is stale: run python scripts/moe_layer_error.py --write"
+
+
+def test_builder_vs_measured_moe_table_is_current():
+    mod = _script("moe_builder_vs_measured")
+    doc = (REPO / "docs" / "profiles.md").read_text()
+    block = doc[doc.index(mod.BEGIN):doc.index(mod.END) + len(mod.END)]
+    assert block == mod.table(), ("docs/profiles.md's builder-vs-measured MoE table is stale: "
+                                  "run python scripts/moe_builder_vs_measured.py --write")
 
 
 def test_routing_figures_quoted_in_the_docs_are_the_models():

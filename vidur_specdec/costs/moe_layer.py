@@ -14,6 +14,13 @@ expert parallelism) one MoE layer runs
   are joined by the builder's power mean with its fitted GEMM efficiencies;
 * the shared experts (DeepSeek) as an ordinary dense gated MLP.
 
+With a measured curve (``routed``, a :class:`~vidur_specdec.costs.fused_moe_table.FusedMoeCurve`)
+the routed experts (grouped GEMMs and activation) are instead vLLM's measured
+fused-MoE kernel time read at the step's token count, less the weight
+streaming of the experts its shared tokens do not wake (:func:`routed_table_ms`);
+router and shared experts stay on the roofline (the
+table does not time them).
+
 Dense leading layers (DeepSeek's first three) keep the profile's MLP ops. Times in
 ms per layer; ``device`` is the builder's device mapping (``peak_flops``,
 ``mem_bw``, ``sms``, ``l2_bytes``).
@@ -21,6 +28,7 @@ ms per layer; ``device`` is the builder's device mapping (``peak_flops``,
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Optional, Sequence, Tuple
 
 from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
@@ -34,10 +42,62 @@ def expert_bytes_per_weight(spec) -> float:
     return BYTES_PER_WEIGHT.get(spec.quantization or "", 2.0)
 
 
+SATURATED = 0.99  # share of the experts woken past which a step's time grows with its rows, not its experts
+
+
+def uniform_distinct(tokens: float, num_experts: int, top_k: int) -> float:
+    """Experts ``tokens`` unrelated tokens wake in expectation at uniform popularity: ``E (1 - (1 - top_k/E)^T)``.
+
+    The routing model's own expectation for single-token groups
+    (:func:`~vidur_specdec.costs.routing.expected_distinct` with ``zipf_s`` 0).
+    """
+    if tokens <= 0:
+        return 0.0
+    if top_k >= num_experts:
+        return float(num_experts)
+    return float(-num_experts * math.expm1(tokens * math.log1p(-top_k / num_experts)))
+
+
+def unrelated_tokens(distinct: float, num_experts: int, top_k: int) -> float:
+    """Unrelated tokens that wake ``distinct`` experts in expectation (inverse of :func:`uniform_distinct`; inf at E)."""
+    if distinct >= num_experts or top_k >= num_experts:
+        return math.inf
+    return max(0.0, math.log1p(-distinct / num_experts) / math.log1p(-top_k / num_experts))
+
+
+def routed_table_ms(curve, tokens: float, distinct: float, num_experts: int, top_k: int) -> float:
+    """Routed-expert ms of a step of ``tokens`` waking ``distinct`` experts, read from a measured table.
+
+    The table's rows (``balanced`` routing) stand for the routing model's
+    uniform popularity: a step of T plain decodes reads the table's row at T.
+    A step whose tokens share experts (verify blocks, prefill chunks) wakes
+    ``D`` experts, as many as ``x`` unrelated tokens would
+    (:func:`unrelated_tokens`, ``x`` ≤ T), and reads the row at ``x``; once T
+    passes ``n_s``, where unrelated tokens wake :data:`SATURATED` of the
+    experts, the table's rise from ``max(x, n_s)`` to T is added (the rows a
+    step adds once its experts are all streaming):
+    ``t(x) + [t(T) - t(max(x, n_s))]`` for ``T > max(x, n_s)``.
+    """
+    if tokens <= 0:
+        return 0.0
+    x = min(float(tokens), unrelated_tokens(distinct, num_experts, top_k))
+    ms = curve.ms(x)
+    knee = max(x, unrelated_tokens(SATURATED * num_experts, num_experts, top_k))
+    if tokens > knee:
+        ms += curve.ms(tokens) - curve.ms(knee)
+    return float(ms)
+
+
 def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
                  zipf_s: float = routing.DEFAULT_ZIPF_S, efficiency: Optional[Mapping] = None,
-                 weight_bytes: Optional[float] = None, ep: int = 1) -> Tuple[float, float]:
+                 weight_bytes: Optional[float] = None, ep: int = 1, routed=None) -> Tuple[float, float]:
     """(ms of one MoE layer on one GPU, expected distinct routed experts woken) for the step ``groups``.
+
+    ``routed``: a measured curve (``.ms(tokens)``, ms per GPU at the step's whole
+    token count, read for ``tp`` / ``ep`` already) pricing the routed experts
+    (:func:`routed_table_ms`); None prices them on the roofline. With ``ep`` > 1
+    the table (balanced: every GPU the same load) is read where each GPU would
+    carry the busiest GPU's woken experts and rows (``ep`` times them).
 
     ``weight_bytes`` overrides the bytes per expert weight (default: the checkpoint's format).
     ``ep`` > 1: expert parallel over the ``tp`` GPUs (vLLM's ``enable_expert_parallel``, EP
@@ -55,6 +115,33 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
     wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
+    fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
+    # router GEMM + top-k / softmax over T x E scores
+    ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES))
+    ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
+    if routed is not None and ep > 1:  # the busiest GPU, read where the table's balanced rows load every GPU so
+        woken, rows = routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
+        ms += routed_table_ms(routed, rows * ep / k, min(float(E), woken * ep), E, k)
+    elif routed is not None:
+        ms += routed_table_ms(routed, tokens, distinct, E, k)
+    else:
+        grouped, act = _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s)
+        ms += grouped
+        ms += act
+    if spec.shared_ffn_size:
+        sf = spec.shared_ffn_size / tp
+        sb = spec.linear_weight_bytes if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
+        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, P.DTYPE_BYTES, weight_b=sb))
+               + float(gemm_ms(tokens, sf, h, fdev, g, P.DTYPE_BYTES, weight_b=sb)))
+        ms += float(stream_ms(3.0 * tokens * sf * P.DTYPE_BYTES, dev, e["mlp_act"], l2))
+    return ms, distinct
+
+
+def _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s) -> Tuple[float, float]:
+    """The routed experts on the builder's roofline: (grouped GEMM pair over the woken experts, SiLU) in ms."""
+    g, l2 = e["gemm"], e["l2"]
+    h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
+    tokens = int(sum(groups))
     if ep > 1:  # whole experts; the busiest GPU's woken experts and rows
         f = spec.expert_ffn_size
         woken, rows = routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
@@ -63,10 +150,6 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
         woken, rows = distinct, tokens * k
     # fp8 experts and shared experts run W8A8 on the FP8 tensor cores (DeepSeek-V3's block-fp8 fused MoE);
     # MXFP4 experts on Hopper run W4A16 (OpenAI triton_kernels: bf16 activations), so at the bf16 rate
-    fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
-    # router GEMM + top-k / softmax over T x E scores
-    ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES))
-    ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
     # routed experts: grouped GEMM over the woken experts (gate_up then down, two launches)
     flops = 2.0 * rows * 3 * h * f
     floor = woken * 2.0 * P.KERNEL["gemm_tile_m"] * 3 * h * f
@@ -74,12 +157,5 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     nbytes = woken * 3 * h * f * wb + rows * (2 * h + 3 * f) * P.DTYPE_BYTES
     t_memory = nbytes / (dev["mem_bw"] * g["mem_eff"])
     pw = g["overlap_exp"]
-    ms += (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
-    ms += float(stream_ms(3.0 * rows * f * P.DTYPE_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
-    if spec.shared_ffn_size:
-        sf = spec.shared_ffn_size / tp
-        sb = spec.linear_weight_bytes if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
-        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, P.DTYPE_BYTES, weight_b=sb))
-               + float(gemm_ms(tokens, sf, h, fdev, g, P.DTYPE_BYTES, weight_b=sb)))
-        ms += float(stream_ms(3.0 * tokens * sf * P.DTYPE_BYTES, dev, e["mlp_act"], l2))
-    return ms, distinct
+    grouped = (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
+    return grouped, float(stream_ms(3.0 * rows * f * P.DTYPE_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up

@@ -270,6 +270,7 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
     gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
     warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
+    warnings += dep.kernels.warnings(dep.tp, [model], dep.ep)  # what the kernel source could not measure
     target, proposer, choices = priced(cfg, dep, deployment.longest_request_tokens(cfg, specs))
     t = choices["target"]
     files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
@@ -380,7 +381,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "profiles": p.profile_files,
         "profile_source": dict(p.profile_source),
         **({"kernel_sources": p.deployment.kernels.sources(
-            p.deployment.tp, [s for s in (p.model, p.deployment.draft) if s is not None])}
+            p.deployment.tp, [s for s in (p.model, p.deployment.draft) if s is not None], p.deployment.ep)}
            if p.deployment and p.deployment.kernels is not None else {}),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,

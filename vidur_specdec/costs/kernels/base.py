@@ -17,7 +17,7 @@ Units: times in ms; sizes in elements (tokens, heads) unless named ``nbytes``.
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -67,11 +67,16 @@ class KernelSource:
         """A grouped GEMM (ms): ``rows`` token rows spread over ``experts`` weight matrices ``[k x n]``."""
         raise NotImplementedError
 
-    def sources(self, tp: int = 1, specs: Sequence = ()) -> Dict[str, str]:
+    def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
         """Per op family of :data:`OP_FAMILIES`, at tensor-parallel size ``tp``: where its times come from
         (``built``, or the measured tables named by GPU, framework and version); ``specs`` the run's
-        ModelSpecs (target, drafter), whose attention shapes a table may not cover."""
+        ModelSpecs (target, drafter), whose attention shapes a table may not cover; ``ep`` the target's
+        expert-parallel size (its MoE layers)."""
         raise NotImplementedError
+
+    def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> List[str]:
+        """One line per op the source was meant to measure but prices on the roofline for want of rows."""
+        return []
 
     def identity(self) -> Mapping:
         """What the source's figures depend on beyond the device (for cache keys of profiles it builds)."""

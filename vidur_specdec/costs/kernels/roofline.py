@@ -83,5 +83,5 @@ class RooflineKernels(KernelSource):
     def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
         return B.attention_op_times(spec, self.fields, tp, batch_size, kv_cache_size, prefill_chunk_size)
 
-    def sources(self, tp: int = 1, specs: Sequence = ()) -> Dict[str, str]:
+    def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
         return {f: BUILT for f in OP_FAMILIES}

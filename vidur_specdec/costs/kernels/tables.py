@@ -20,11 +20,12 @@ Tables (``aiconfigurator-core`` 0.12.0, read by :mod:`.table_data`), per GPU of
 
 What no table covers stays on the calibrated roofline (:mod:`.roofline`) and
 :meth:`TableKernels.sources` says so per op family: elementwise kernels (norms,
-RoPE, activation, residual add, embedding), the MoE layer, multi-head latent
-attention (DeepSeek; the MLA tables are not read), attention shapes the tables
-lack (e.g. more than 8 KV heads per GPU in decode), world sizes other than 2, 4,
-8. Sliding-window layers are priced at window 0 (full attention), as the
-roofline prices them. Times in ms.
+RoPE, activation, residual add, embedding), the MoE layer's router and shared
+experts (its routed experts come from the fused-MoE table, :mod:`vidur_specdec.costs.fused_moe_table`,
+where it holds the deployment's rows), multi-head latent attention (DeepSeek; the
+MLA tables are not read), attention shapes the tables lack (e.g. more than 8 KV
+heads per GPU in decode), world sizes other than 2, 4, 8. Sliding-window layers
+are priced at window 0 (full attention), as the roofline prices them. Times in ms.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.costs import fused_moe_table as FM
+from vidur_specdec.costs import moe_layer
 from vidur_specdec.costs.kernels import table_data as TD
 from vidur_specdec.costs.kernels.base import OP_FAMILIES
 from vidur_specdec.costs.kernels.roofline import BUILT, RooflineKernels
@@ -100,8 +103,11 @@ class TableKernels(RooflineKernels):
     def _measured(self, framework: str = "vllm", version: str = VLLM_VERSION) -> str:
         return f"measured: {self.system}, {framework} {version} ({TD.PACKAGE} {TD.PACKAGE_VERSION})"
 
-    def sources(self, tp: int = 1, specs: Sequence = ()) -> Dict[str, str]:
+    def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
         out = {f: BUILT for f in OP_FAMILIES}
+        curve = self._moe_curve(specs[0], tp, ep)[0] if specs and specs[0].is_moe else None
+        if curve is not None:
+            out["moe"] = curve.label()
         out["gemm"] = out["lm_head"] = self._measured()
         att = [self._attention_shape(s, tp) for s in specs]
         if all(a is not None and self._covers("generation_attention_perf", *a) for a in att):
@@ -114,6 +120,23 @@ class TableKernels(RooflineKernels):
         elif tp <= 1:
             out["all_reduce"] = "none (tensor parallel size 1)"
         return out
+
+    # ------------------------------------------------------------------ MoE
+    def _moe_curve(self, spec, tp: int, ep: int):
+        """(measured routed-expert curve or None, why not) for ``spec``'s MoE layers at ``tp`` / ``ep``."""
+        return FM.try_curve(self.system, spec, int(tp), int(ep))
+
+    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1) -> Tuple[float, float]:
+        """The MoE layer with its routed experts from vLLM's fused-MoE table (:mod:`vidur_specdec.costs.fused_moe_table`)
+        where it holds the deployment's rows; router and shared experts on the roofline."""
+        curve = self._moe_curve(spec, tp, ep)[0]
+        return moe_layer.moe_layer_ms(spec, self.fields, tp, groups, ep=ep, routed=curve)
+
+    def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1):
+        if not specs or not specs[0].is_moe:
+            return []
+        why = self._moe_curve(specs[0], tp, ep)[1]
+        return [f"{why}; the MoE layers are priced on the builder's roofline"] if why else []
 
     # ------------------------------------------------------------------ GEMM
     def _gemm_grid(self, dtype: str):
