@@ -34,6 +34,10 @@ TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes the simulator models (one 8-GPU
 QUANTIZATIONS = ("fp8", "mxfp4")  # quantization values modelled (null: the checkpoint's own format)
 KV_CACHE_DTYPES = ("auto", "fp8")  # kv_cache_dtype values modelled
 MAX_K = 64  # guesses per request per step (a token tree's node count)
+ACCEPTANCE_KEYS = ("acceptance_trace", "acceptance_histogram", "acceptance_per_position", "mean_acceptance_length",
+                   "acceptance_rate")  # the acceptance inputs, most specific first
+ACCEPTANCE_SOURCES = ("given", "published", "default")
+ACCEPTANCE_FACTORS = ("context", "dataset", "temperature")  # speculation/acceptance_factors.py
 DEFAULT_ALL_REDUCE = "vllm_custom"  # engine.all_reduce default: vLLM's custom all-reduce (hardware.collectives checks it is registered)
 
 
@@ -73,6 +77,12 @@ class WorkloadConfig:
     output_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=192, sigma=0.7, min=8, max=1024))
     warmup_requests: int = _f(0, lo=0, hi=10_000_000, doc="the first N requests (arrival order) are left out of "
                                                           "the metrics")
+    dataset: Optional[str] = _f(None, doc="the dataset (mt-bench, gsm8k, humaneval, ...) or category (chat, coding, "
+                                          "math, qa) published acceptance is taken for; null = mt-bench where the "
+                                          "library has it (python -m vidur_specdec acceptance lists them)")
+    temperature: Optional[float] = _f(None, lo=0.0, hi=2.0,
+                                      doc="sampling temperature (vLLM's SamplingParams.temperature) of published "
+                                          "acceptance; null = the library row's own")
     requests_per_concurrency: Optional[float] = _f(None, lo=0.01, hi=1e4,
                                                    doc="tune's closed-loop points: requests per request in "
                                                        "flight; null = the measured dataset's counts (docs/tune.md)")
@@ -125,6 +135,15 @@ class SpeculativeConfig:
     acceptance_rate: Optional[float] = _f(0.7, lo=0.0, hi=1.0, doc="alpha, i.i.d. per guess")
     mean_acceptance_length: Optional[float] = _f(None, lo=1.0, hi=MAX_K + 1.0,
                                                  doc="vLLM's tokens per decode step incl. the bonus token, at k")
+    acceptance_at_k: Optional[int] = _f(None, lo=1, hi=MAX_K,
+                                        doc="the k mean_acceptance_length was measured at; the run's k then uses "
+                                            "the method family's per-position model (docs/model.md)")
+    acceptance_source: Optional[str] = _f(None, choices=ACCEPTANCE_SOURCES,
+                                          doc="null: the acceptance keys given, else the library's row for the "
+                                              "drafter, else the default alpha 0.7 with a warning; published: the "
+                                              "library (speculation/library.py)")
+    acceptance_factors: List[str] = _f(list(ACCEPTANCE_FACTORS), choices=ACCEPTANCE_FACTORS,
+                                       doc="factors on published acceptance (context, dataset, temperature)")
     acceptance_spread: Optional[float] = _f(None, lo=0.0, hi=0.5,
                                             doc="std of each request's own alpha (Beta around the mean)")
     acceptance_trace: Optional[str] = _f(None, doc="JSON-lines file: prompt_tokens, output_tokens, accept_run")
@@ -173,8 +192,7 @@ class SpeculativeConfig:
     def acceptance_input(self) -> Optional[str]:
         """The acceptance input used: the most specific one given
         (trace > histogram > per_position > mean_acceptance_length > rate)."""
-        for name in ("acceptance_trace", "acceptance_histogram", "acceptance_per_position",
-                     "mean_acceptance_length", "acceptance_rate"):
+        for name in ACCEPTANCE_KEYS:
             if getattr(self, name) is not None:
                 return name
         return None
@@ -257,6 +275,8 @@ class RunConfig:
 
     # The folder relative paths were resolved against (set by load(); not a config key).
     base_dir: typing.ClassVar[Optional[Path]] = None
+    # The speculative acceptance keys the mapping gave (set by build_config; not a config key).
+    acceptance_given: typing.ClassVar[Optional[frozenset]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -286,6 +306,20 @@ def _check_cross_fields(cfg: RunConfig) -> None:
                           "allowed: an integer >= 1 (requests kept in flight)")
 
 
+def _drop_file_acceptance(data, overrides) -> None:
+    """``--set speculative.acceptance_source=published`` replaces the acceptance keys of the file it overrides."""
+    from vidur_specdec.config.files import override_list, parse_set
+
+    spec = data.get("speculative") if isinstance(data, dict) else None
+    if not isinstance(spec, dict):
+        return
+    for assignment in override_list(overrides):
+        key, value = parse_set(assignment)[:2]
+        if key == "speculative.acceptance_source" and value == "published":
+            for name in ACCEPTANCE_KEYS:
+                spec.pop(name, None)
+
+
 def build_config(data: Optional[Mapping]) -> RunConfig:
     """Validate a (possibly partial) mapping against the schema and return a full :class:`RunConfig`.
 
@@ -296,6 +330,8 @@ def build_config(data: Optional[Mapping]) -> RunConfig:
     """
     cfg = _build(RunConfig, data or {}, "")
     _check_cross_fields(cfg)
+    spec = (data or {}).get("speculative") or {}
+    cfg.acceptance_given = frozenset(k for k in ACCEPTANCE_KEYS if spec.get(k) is not None)
     return cfg
 
 
@@ -322,6 +358,7 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
         data = copy.deepcopy(dict(source or {}))
     resolve_paths(data, base_dir)
     drop_partners(data, overrides)  # --set of one name of an aliased pair replaces the file's other name
+    _drop_file_acceptance(data, overrides)
     cfg = build_config(apply_overrides(data, overrides))
     cfg.base_dir = Path(base_dir) if base_dir is not None else None
     return cfg

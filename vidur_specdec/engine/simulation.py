@@ -249,6 +249,10 @@ def prepare(cfg: RunConfig) -> Prepared:
     model, draft_spec = dep.model, dep.draft
     acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
     specs = deployment.run_requests(cfg, acceptance)  # a trace's lengths stay paired with its acceptance
+    if acceptance is not None and spec.acceptance_source == "published" and "dataset" in spec.acceptance_factors:
+        from vidur_specdec.speculation.acceptance_source import row_category
+
+        acceptance.set_categories([s.category for s in specs], row_category(cfg))  # a trace's per-request ones
     longest = max(range(len(specs)), key=lambda i: specs[i].prompt_tokens + specs[i].output_tokens)
     total = specs[longest].prompt_tokens + specs[longest].output_tokens
     if total > model.max_model_len:
@@ -378,9 +382,11 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
+    from vidur_specdec.speculation.acceptance_source import describe as describe_acceptance
     from vidur_specdec.speculation.proposers.pairing import describe_proposer
 
     extra.update(describe_proposer(p.cfg))
+    extra.update(describe_acceptance(p.cfg))  # published rows, the across-k model or the default; {} if given
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics
     extra["warmup_requests"] = warm
     measured = req.sort_values(["arrived_at_s", "request_id"]).iloc[warm:].sort_index() if warm else req

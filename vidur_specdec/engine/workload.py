@@ -20,7 +20,7 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,7 @@ class RequestSpec:
     arrived_at_s: float
     prompt_tokens: int
     output_tokens: int
+    category: Optional[str] = None  # a trace's ``category`` column (chat, coding, math, ...); published acceptance
 
 
 def draw_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -140,8 +141,9 @@ def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
 def read_trace(path) -> List[RequestSpec]:
     """The requests of a trace file (see :func:`read_trace_frame`)."""
     df = read_trace_frame(path)
-    return [RequestSpec(float(a), int(pr), int(o))
-            for a, pr, o in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"])]
+    cats = df["category"].astype(str).tolist() if "category" in df.columns else [None] * len(df)
+    return [RequestSpec(float(a), int(pr), int(o), c)
+            for a, pr, o, c in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"], cats)]
 
 
 def generate(w: WorkloadConfig, seed: int) -> List[RequestSpec]:

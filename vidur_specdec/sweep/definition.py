@@ -145,7 +145,11 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
                 "scheduler.gpu_memory_utilization")
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
-           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False}
+           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
+           "workload.dataset": None, "workload.temperature": None, "speculative.acceptance_at_k": None,
+           "speculative.acceptance_factors": ["context", "dataset", "temperature"]}
+# acceptance the user gave (or speculation off) is what every row before acceptance_source meant
+NEUTRAL_SOURCES = (None, "given")
 
 
 def identity(cfg: RunConfig) -> Dict:
@@ -156,6 +160,8 @@ def identity(cfg: RunConfig) -> Dict:
         node = d.get(path[0], {}) if path else d
         if node.get(name, neutral) == neutral:
             node.pop(name, None)
+    if d.get("speculative", {}).get("acceptance_source", None) in NEUTRAL_SOURCES:
+        d.get("speculative", {}).pop("acceptance_source", None)
     for key in NOT_IDENTITY:
         *path, last = key.split(".")
         node = d
