@@ -57,8 +57,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--warmup-requests", type=int, default=None,
                     help="leave the first N requests of each point out of its metrics (workload.warmup_requests)")
     ap.add_argument("--compare-drafters", nargs="?", const="", default=None, metavar="DATASET",
-                    help="also compare every drafter the acceptance library knows for the target on DATASET "
-                         "(default: mt-bench where it has figures) at the --loads (else the checked loads)")
+                    help="also compare every drafter the acceptance library knows for the target, each at its "
+                         "published acceptance on DATASET (default: workload.dataset, else mt-bench), at the --loads "
+                         "(else the checked loads)")
     ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                     help=f"relative width at which a load bracket stops (default {DEFAULT_TOLERANCE:g})")
 
@@ -103,7 +104,7 @@ def check_args(args: argparse.Namespace):
     if getattr(args, "compare_drafters", None) is not None:
         from vidur_specdec.tune.drafters import candidates
 
-        candidates(base.model, k_max, args.compare_drafters or None)  # a target or dataset without figures: refused now
+        candidates(base, k_max, args.compare_drafters or None)  # a target without figures: refused before any point
         options["compare_drafters"] = args.compare_drafters
     out_dir = Path(args.output_dir)
     if out_dir.exists() and not out_dir.is_dir():

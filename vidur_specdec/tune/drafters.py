@@ -1,29 +1,28 @@
 """Which drafter: every drafter the acceptance library knows for the target, on the same deployment and workload.
 
-``tune --compare-drafters [DATASET]`` (docs/tune.md, "Which drafter"). The candidates
-are the library's chain figures for the config's ``model`` on one dataset (the one
-given, else ``mt-bench`` where the target has it, else the dataset with most figures),
-one per (drafter, method): the figure measured with vLLM where there is one, then at
-temperature 0 without a variant, then at the k nearest the tune's k_max (the larger on
-a tie), then the first line. Its acceptance at every k the comparison runs comes from
-the across-k model (:func:`vidur_specdec.speculation.across_k.rates_at`: published
-per-position rates as they are, extended by the family's decay; a mean length anchored
-at its own k otherwise), so each drafter is simulated at its own acceptance.
+``tune --compare-drafters [DATASET]`` (docs/tune.md, "Which drafter"). The candidates are
+the drafters the library knows for the config's ``model``
+(:func:`vidur_specdec.speculation.acceptance_source.drafters_for`), each at the acceptance
+the library gives it on one dataset (the one named, else the config's
+``workload.dataset``, else mt-bench) at every k the comparison runs
+(:func:`~vidur_specdec.speculation.acceptance_source.acceptance_for`: its rows on that
+dataset, or on another scaled by the cited dataset factor, carried across k by the
+family's per-position model), the same rule a run with ``acceptance_source: published``
+uses, so each drafter runs at its own published acceptance, and the rows are cited.
 
 Each candidate runs at every static k = 1..k_max at the comparison loads (the loads
 asked for with ``--loads``, else the checked loads cap/4, cap/2, cap), with the config's
 deployment and workload and only ``speculative.method``, ``speculative.model`` and the
-acceptance changed. At each load a drafter's value is its best k there under
-``--objective`` (overloaded runs left out); the winner is the best value, and
-``ahead_by`` is how much the runner-up trails it (a fraction of the winner's value).
-A candidate the simulator cannot price (a head whose architecture it does not know)
-is listed under ``skipped`` with the one-line reason.
+acceptance (as per-position rates) changed. At each load a drafter's value is its best k
+there under ``--objective`` (overloaded runs left out); the winner is the best value, and
+``ahead_by`` is how much the runner-up trails it (a fraction of the winner's value). A
+drafter the library cannot give acceptance for, or the simulator cannot price (a head
+whose architecture it does not know), is listed under ``skipped`` with the one-line reason.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 from vidur_specdec.config import ConfigError, SpeculativeConfig
@@ -35,50 +34,37 @@ ACCEPTANCE_KEYS = ("acceptance_rate", "mean_acceptance_length", "acceptance_hist
 HEAD_METHODS = ("eagle", "eagle3", "draft_model", "medusa")  # methods whose speculative.model names the weights
 
 
-def _pick(rows) -> Any:
-    return sorted(rows, key=lambda r: (r.engine != "vllm", r.temperature not in (0, 0.0, None), bool(r.variant),
-                                       r.line))
+def candidates(cfg, k_max: int, dataset: Optional[str] = None) -> Tuple[str, List[Dict], List[Dict]]:
+    """(dataset, candidates, skipped) for the config's target; ConfigError when the library knows no drafter."""
+    from vidur_specdec.speculation import acceptance_source as src
+    from vidur_specdec.speculation import library
 
-
-def candidates(model: str, k_max: int, dataset: Optional[str] = None) -> Tuple[str, List[Dict], List[str]]:
-    """(dataset, candidates, what the library has for the target elsewhere) for ``model``."""
-    from vidur_specdec.speculation import across_k, library
-
-    rows = [r for r in library.find(target=model) if r.structure == "chain"]
-    if not rows:
+    model = cfg.model
+    known = src.drafters_for(model)
+    if not known:
         near = sorted({r.target for r in library.nearest(model, "", None, n=5)})
-        raise ConfigError(f"--compare-drafters: the acceptance library has no chain figure for {model}; "
-                          f"nearest targets: {', '.join(near)}")
-    counts = Counter(r.dataset for r in rows)
-    if dataset:
-        ds = next((d for d in counts if d.lower() == dataset.lower()), None)
-        if ds is None:
-            raise ConfigError(f"--compare-drafters: no figure for {model} on {dataset}; datasets with figures: "
-                              + ", ".join(sorted(counts)))
-    else:
-        ds = "mt-bench" if "mt-bench" in counts else max(sorted(counts), key=lambda d: counts[d])
-    groups: Dict[Tuple[str, str], List] = {}
-    for r in rows:
-        if r.dataset == ds:
-            groups.setdefault((r.drafter, r.method), []).append(r)
-    out = []
-    for (drafter, method), rs in sorted(groups.items()):
-        best = _pick(rs)
-        first = best[0]
-        same = [r for r in best if (r.engine, r.temperature, r.variant) == (first.engine, first.temperature,
-                                                                          first.variant)]
-        row = min(same, key=lambda r: (abs(r.k - k_max), -r.k, r.line))
-        known = row.conditional()
-        rates = (across_k.rates_at(method, k_max, known=known) if known
-                 else across_k.rates_at(method, k_max, length=row.mean_acceptance_length, at_k=row.k))
-        out.append({"drafter": drafter, "method": method, "row": row.cite(),
-                    "acceptance_per_position": [round(x, 6) for x in rates],
-                    "acceptance_rule": "published per-position rates, extended by the family decay" if known
-                    else f"mean acceptance length {row.mean_acceptance_length:g} at k = {row.k}, across-k model",
-                    "mean_acceptance_length_at_k_max": round(across_k.mean_length(rates), 4)})
-    elsewhere = sorted({f"{r.drafter} ({r.method}) on {r.dataset}" for r in rows if r.dataset != ds
-                        and (r.drafter, r.method) not in groups})
-    return ds, out, elsewhere
+        raise ConfigError(f"--compare-drafters: the acceptance library knows no drafter for {model}; nearest "
+                          f"targets: {', '.join(near)}")
+    ds = dataset or cfg.workload.dataset or src.DEFAULT_DATASET
+    out, skipped = [], []
+    for d in known:
+        try:
+            by_k = {k: src.acceptance_for(model, d["drafter"], k, ds, d["method"], cfg.workload.temperature)
+                    for k in range(1, k_max + 1)}
+        except ConfigError as e:
+            skipped.append({"drafter": d["drafter"], "method": d["method"], "reason": str(e)})
+            continue
+        top = by_k[k_max]
+        out.append({"drafter": d["drafter"], "method": d["method"],
+                    "rates": {str(k): [round(x, 6) for x in p.rates] for k, p in by_k.items()},
+                    "acceptance_per_position": [round(x, 6) for x in top.rates],
+                    "mean_acceptance_length_at_k_max": round(top.mean_acceptance_length, 4),
+                    "acceptance_rule": top.how + (f"; factors {top.factors}" if top.factors else ""),
+                    "dataset_used": top.dataset, "rows": [r.cite() for r in top.rows]})
+    if not out:
+        raise ConfigError(f"--compare-drafters: no drafter of {model} has published acceptance for {ds}: "
+                          + "; ".join(f"{x['drafter']}: {x['reason']}" for x in skipped))
+    return ds, out, skipped
 
 
 def setting(cand: Dict, k: int) -> Setting:
@@ -87,7 +73,7 @@ def setting(cand: Dict, k: int) -> Setting:
     spec: List[Tuple[str, Any]] = [("speculative.method", cand["method"]),
                                    ("speculative.model", cand["drafter"] if cand["method"] in HEAD_METHODS
                                     else None),
-                                   ("speculative.acceptance_per_position", tuple(cand["acceptance_per_position"][:k]))]
+                                   ("speculative.acceptance_per_position", tuple(cand["rates"][str(k)]))]
     spec += [(f"speculative.{key}", None) for key in ACCEPTANCE_KEYS if key in fields]
     return Setting(k, None, cand["drafter"], tuple(spec))
 
@@ -95,8 +81,8 @@ def setting(cand: Dict, k: int) -> Setting:
 def compare(tuner, loads: List[float], dataset: Optional[str]) -> Dict:
     """Run every candidate at every k at ``loads``; the comparison for summary.json."""
     ev, k_max, obj = tuner.ev, tuner.k_max, tuner.objective
-    ds, cands, elsewhere = candidates(ev.base.model, k_max, dataset)
-    live, skipped = [], []
+    ds, cands, skipped = candidates(ev.base, k_max, dataset)
+    live = []
     pairs = []
     for c in cands:
         try:
@@ -138,8 +124,7 @@ def compare(tuner, loads: List[float], dataset: Optional[str]) -> Dict:
             entry["ahead_by"] = (round(float(obj.shortfall(scored[1]["value"], scored[0]["value"])), 6)
                                  if len(scored) > 1 else None)
         by_load.append(entry)
-    return {"dataset": ds, "candidates": live, "skipped": skipped, "not_on_this_dataset": elsewhere,
-            "loads": by_load}
+    return {"dataset": ds, "candidates": live, "skipped": skipped, "loads": by_load}
 
 
 def lines(d: Dict, axis_name: str) -> List[str]:

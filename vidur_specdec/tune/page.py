@@ -262,25 +262,23 @@ def drafters_html(summ: Dict, unit: str) -> str:
                         f"<td>{gap}</td></tr>")
     cands = []
     for c in d.get("candidates", []):
-        row = c["row"]
+        src = "; ".join(f"{r['source']} (line {r['line']}: {r['dataset']}, k = {r['k']}, "
+                        f"L = {r['mean_acceptance_length']:g})" for r in c["rows"])
         cands.append(f"<tr><td>{e(c['drafter'])}</td><td>{e(c['method'])}</td>"
                      f"<td>{e(' '.join(f'{x:.3f}' for x in c['acceptance_per_position']))}</td>"
                      f"<td>{c['mean_acceptance_length_at_k_max']:g}</td><td>{e(c['acceptance_rule'])}</td>"
-                     f"<td style=\"text-align:left\">{e(row['source'])} (line {row['line']}; {e(row['dataset'])}, "
-                     f"k = {row['k']}, L = {row['mean_acceptance_length']:g})</td></tr>")
+                     f"<td style=\"text-align:left\">{e(src)}</td></tr>")
     skipped = "".join(f"<p class=\"note\">{e(x['drafter'])} ({e(x['method'])}) not compared: {e(x['reason'])}</p>"
                       for x in d.get("skipped", []))
-    other = d.get("not_on_this_dataset") or []
-    other_txt = (f"<p class=\"note\">The library has figures for other drafters of this target only on other "
-                 f"datasets, not compared here: {e('; '.join(other))}.</p>") if other else ""
     return f"""<h2>Which drafter ({e(d['dataset'])})</h2>
-<p class="note">Every drafter the acceptance library knows for this target on {e(d['dataset'])}, on this deployment and
-workload, each at its best static k at each load (objective: {e(obj)}; lower is better for TPOT).</p>
+<p class="note">Every drafter the acceptance library knows for this target, each at its published acceptance for
+{e(d['dataset'])}, on this deployment and workload, each at its best static k at each load (objective: {e(obj)};
+lower is better for TPOT).</p>
 <table id="drafter-rows"><thead><tr><th>{e(unit)}</th><th>drafter</th><th>method</th><th>k</th><th>{e(obj)}</th>
 <th>TPOT speedup</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>
 <table id="drafter-acceptance"><thead><tr><th>drafter</th><th>method</th><th>conditional rates used (k_max)</th>
 <th>mean acceptance length</th><th>from</th><th>source</th></tr></thead><tbody>{''.join(cands)}</tbody></table>
-{skipped}{other_txt}"""
+{skipped}"""
 
 
 def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
