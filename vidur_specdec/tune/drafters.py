@@ -84,8 +84,12 @@ def compare(tuner, loads: List[float], dataset: Optional[str]) -> Dict:
     ds, cands, skipped = candidates(ev.base, k_max, dataset)
     live = []
     pairs = []
+    from vidur_specdec.engine.simulation import prepare
+    from vidur_specdec.tune.points import build_config, setting_overrides
+
     for c in cands:
-        try:
+        try:  # the drafter's weights and profiles resolve (an unknown head is refused here, not in a worker)
+            prepare(build_config(ev.base, setting_overrides(ev.base, setting(c, k_max))))
             pts = [ev.point("drafters", x, setting(c, k)) for x in loads for k in range(1, k_max + 1)]
         except ConfigError as e:
             skipped.append({"drafter": c["drafter"], "method": c["method"], "reason": str(e)})
