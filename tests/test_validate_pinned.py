@@ -90,3 +90,13 @@ def test_the_pin_command_writes_once(tmp_path):
     again = pin()
     assert again.returncode == 2 and again.stderr.strip().startswith("error: --out") and "--overwrite" in again.stderr
     assert pin("--overwrite").returncode == 0
+
+
+def test_published_acceptance_pins_as_the_library_row():
+    cfg = load(REPO / "configs" / "default.yaml", EAGLE3_8B + [
+        "speculative.acceptance_source=published", "speculative.model=RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3",
+        "workload.dataset=mt-bench"])
+    body = pinned(cfg)
+    assert body["speculative_config"]["synthetic_acceptance_rates"] == pytest.approx([0.7296, 0.5208, 0.3545], abs=1e-4)
+    assert body["mean_acceptance_length"] == pytest.approx(2.60, abs=0.01)
+    assert body["speculative_config"]["model"] == "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"
