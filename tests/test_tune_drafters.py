@@ -33,6 +33,7 @@ def test_llama_8b_candidates_are_the_library_s_drafters_at_their_own_acceptance(
     red = by["RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"]
     assert red["mean_acceptance_length_at_k_max"] == pytest.approx(2.60, abs=0.05)  # vLLM's pinned 2.60 at k = 3
     assert red["acceptance_rule"] == "rates as published"
+    assert by["ngram"]["proposal_rate"] == 1.0 and "upper bound" in by["ngram"]["acceptance_rule"]
 
 
 def test_a_candidate_point_changes_only_the_drafter_and_its_acceptance(cfg8b):

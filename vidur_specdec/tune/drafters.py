@@ -61,6 +61,12 @@ def candidates(cfg, k_max: int, dataset: Optional[str] = None) -> Tuple[str, Lis
                     "mean_acceptance_length_at_k_max": round(top.mean_acceptance_length, 4),
                     "acceptance_rule": top.how + (f"; factors {top.factors}" if top.factors else ""),
                     "dataset_used": top.dataset, "rows": [r.cite() for r in top.rows]})
+        if d["method"] in ("ngram", "suffix"):  # the library's figures count drafted steps only
+            rate = cfg.speculative.proposal_rate
+            out[-1]["proposal_rate"] = rate
+            out[-1]["acceptance_rule"] += (f"; proposal_rate {rate:g} from the config (the share of steps whose "
+                                           "context finds a match; the library's figures count drafted steps only"
+                                           + (", so 1 is an upper bound for this drafter)" if rate == 1.0 else ")"))
     if not out:
         raise ConfigError(f"--compare-drafters: no drafter of {model} has published acceptance for {ds}: "
                           + "; ".join(f"{x['drafter']}: {x['reason']}" for x in skipped))
@@ -141,6 +147,9 @@ def lines(d: Dict, axis_name: str) -> List[str]:
         w = e["ranking"][0]
         tail = (f", ahead of {e['ranking'][1]['drafter']} (k = {e['ranking'][1]['k']}) by "
                 f"{100 * e['ahead_by']:.1f} %" if e.get("ahead_by") is not None else "")
+        cand = next((c for c in d.get("candidates", []) if c["drafter"] == w["drafter"]), {})
+        bound = (f" (at proposal_rate {cand['proposal_rate']:g}, every step proposing: an upper bound)"
+                 if cand.get("proposal_rate") == 1.0 else "")
         out.append(f"drafters at {axis_name} {e['load']} on {d['dataset']}: {w['drafter']} ({w['method']}, "
-                   f"k = {w['k']}) wins, {w['tpot_speedup']:.2f}x TPOT over no speculation{tail}")
+                   f"k = {w['k']}) wins{bound}, {w['tpot_speedup']:.2f}x TPOT over no speculation{tail}")
     return out
