@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Tuple
 from vidur_specdec.config import ConfigError
 from vidur_specdec.speculation import acceptance_factors as factors
 from vidur_specdec.speculation import across_k, library
+from vidur_specdec.speculation.proposers import weights_name
 from vidur_specdec.speculation.tree import acceptance_positions
 
 DEFAULT_DATASET = "mt-bench"
@@ -57,8 +58,6 @@ def drafter_name(cfg) -> Optional[str]:
         return method
     if method == "mtp" and not cfg.speculative.model:
         return cfg.model
-    from vidur_specdec.speculation.proposers import weights_name
-
     try:
         return weights_name(cfg)
     except ConfigError:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.speculation import proposers
 
 KEEP = ["point", "phase", "load_unit", "load", "setting", "k", "schedule", "tpot_ms_p50", "ttft_ms_p50",
         "ttft_ms_p90", "tpot_ms_p90", "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s", "goodput_req_s", "k_flips",
@@ -181,10 +182,6 @@ _JS = r"""
 """
 
 
-METHOD_NAMES = {"eagle3": "EAGLE-3", "eagle": "EAGLE", "ngram": "n-gram", "draft_model": "A draft model",
-                "mtp": "MTP", "medusa": "Medusa", "suffix": "Suffix decoding"}
-
-
 def _span(xs: List[str]) -> str:
     return xs[0] if len(xs) == 1 or xs[0] == xs[-1] else f"{xs[0]}\u2013{xs[-1]}"
 
@@ -199,7 +196,8 @@ def answer(summ: Dict, unit: str) -> str:
     if not summ:
         return ""
     d = summ.get("deployment", {})
-    method = METHOD_NAMES.get(d.get("method"), d.get("method"))
+    name = d.get("method")
+    method = ("A " if name == "draft_model" else "") + proposers.label(name)  # the sentence's subject
     fmt = (lambda x: str(int(float(x)))) if unit == "concurrency" else (lambda x: f"{float(x):g}")
     where = (lambda xs: f"concurrency {_span(xs)}") if unit == "concurrency" else (lambda xs: f"{_span(xs)} requests/s")
     groups: List[Dict] = []
@@ -282,6 +280,7 @@ lower is better for TPOT).</p>
 
 
 def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
+    # lazy: start-up cost of plotly
     from plotly.offline import get_plotlyjs
 
     rows = read_points(csv_path)

@@ -12,6 +12,9 @@ import math
 from typing import List, Optional
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.speculation.tree import KEY as TREE_KEY
+from vidur_specdec.tune.acceptance_carry import input_positions
+from vidur_specdec.tune.loads import load_bounds, workload_overrides
 
 
 def parse_loads(text: Optional[str], axis, bounds) -> List[float]:
@@ -40,9 +43,6 @@ def parse_loads(text: Optional[str], axis, bounds) -> List[float]:
 
 def check_before_running(base, k_max: int, axis, loads_text: Optional[str]) -> List[float]:
     """Refuse what no point could run; returns the ``--loads`` values."""
-    from vidur_specdec.speculation.tree import KEY as TREE_KEY
-    from vidur_specdec.tune.acceptance_carry import input_positions
-    from vidur_specdec.tune.loads import load_bounds, workload_overrides
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     s = base.speculative
