@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.config.errors import ConfigError
 from vidur_specdec.config.fields import _build, _f
 from vidur_specdec.config.paths import resolve_paths
@@ -275,6 +276,7 @@ class RunConfig:
     speculative: SpeculativeConfig = _f(SpeculativeConfig())
     predictor: PredictorConfig = _f(PredictorConfig())
     engine: EngineConfig = _f(EngineConfig())
+    disaggregation: DisaggregationConfig = _f(DisaggregationConfig())
 
     # The folder relative paths were resolved against (set by load(); not a config key).
     base_dir: typing.ClassVar[Optional[Path]] = None
@@ -307,6 +309,11 @@ def _check_cross_fields(cfg: RunConfig) -> None:
     if w.arrival == "closed" and w.concurrency is None:
         raise ConfigError("workload.concurrency: required when workload.arrival is closed; "
                           "allowed: an integer >= 1 (requests kept in flight)")
+    d = cfg.disaggregation
+    if d.enabled and not (d.prefill_instances and d.decode_instances):
+        zero = "prefill_instances" if not d.prefill_instances else "decode_instances"
+        raise ConfigError(f"disaggregation.{zero}: must be >= 1 when the other pool has instances "
+                          "(both 0 = colocated)")
 
 
 def _drop_file_acceptance(data, overrides) -> None:

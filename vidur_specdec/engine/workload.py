@@ -58,13 +58,19 @@ def read_table(path, key: str) -> pd.DataFrame:
         raise ConfigError(f"{key}: file not found: {p}")
     try:
         if p.suffix in (".jsonl", ".json"):
-            return pd.DataFrame([json.loads(line) for line in p.read_text().splitlines() if line.strip()])
+            from vidur_specdec.config.files import read_jsonl
+
+            return read_jsonl(p, key)
         if p.suffix == ".parquet":
             if importlib.util.find_spec("pyarrow") is None:
                 raise ConfigError(f"{key}: {p} is Parquet and pyarrow is not installed")
             return pd.read_parquet(p)
-        return pd.read_csv(p)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        from vidur_specdec.config.files import read_csv_table
+
+        return read_csv_table(p, key, rows=False)  # empty, non-UTF-8, too large: one line naming the file
+    except ConfigError:
+        raise
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
         raise ConfigError(f"{key}: cannot parse {p}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
@@ -79,6 +85,8 @@ class TraceLayout:
 
 
 #: The trace layouts :func:`read_trace_frame` reads, tried in this order (first whose columns are all present).
+MAX_TRACE_REQUESTS = 10_000_000  # requests of one trace: the bound of workload.num_requests (config/schema.py)
+
 TRACE_LAYOUTS = {
     # this project's requests.csv / trace.csv
     "vidur_specdec": TraceLayout("arrived_at_s", "prompt_tokens", "output_tokens"),
@@ -136,6 +144,9 @@ def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
     a = df["arrived_at_s"]
     if not pd.api.types.is_numeric_dtype(a) or not np.isfinite(a).all() or (a < 0).any():
         raise ConfigError(f"{key}: {p}: arrived_at_s must be finite numbers >= 0")
+    if len(df) > MAX_TRACE_REQUESTS:
+        raise ConfigError(f"{key}: {p} has {len(df):,} requests, more than {MAX_TRACE_REQUESTS:,} (the bound of "
+                          "workload.num_requests; about 4.5 KB of memory a request); split the trace")
     return df.sort_values("arrived_at_s", kind="stable").reset_index(drop=True)
 
 
