@@ -115,14 +115,22 @@ def render(name: str) -> str:
     ov = summ.get("overloaded_points") or {}
     out.append("* overloaded: " + ("; ".join(f"{at(x)} ({', '.join(ov[x])})" for x in sorted(ov, key=float)) or "none")
                + f" (TTFT reference {summ['ttft_reference']['ttft_ms_p50']:.1f} ms at {at(summ['ttft_reference']['load'])}).")
+    from vidur_specdec.tune.capacity import sentence
+
+    out.append("* " + sentence(summ["capacity_explained"], at, unit == "concurrency"))
     out.append(f"* schedule `{_sched(summ['schedule'])}`"
                + (f" (batch sizes {summ['schedule_extrapolated_batch_sizes'][0]}–"
                   f"{summ['schedule_extrapolated_batch_sizes'][1]} from the step-cost model only)"
-                  if summ.get("schedule_extrapolated_batch_sizes") else "") + ".")
+                  if summ.get("schedule_extrapolated_batch_sizes") else "") + "; ranges at least "
+               f"{summ['schedule_choice']['min_range_width']} batch sizes wide; gain over the previous range's k "
+               "against the price of the change: "
+               + (", ".join(f"{r['lo']}-{r['hi']}: {r['gain_over_previous_k']:.3f} vs {r['change_price']:.3f}"
+                            for r in summ["schedule_choice"]["ranges"][1:]) or "no change") + ".")
     checks = []
     for c in sorted(summ["checks"], key=lambda c: c["load"]):
         checks.append(f"{at(_fmt(c['load'], unit))}: {_pct(c['shortfall_vs_best'])} against the best static k "
                       f"(k = {c['best_static_k']}), {_pct(c['shortfall_vs_k0'])} against k = 0"
+                      + (f", k changed on {c['k_flips']} of {c['num_steps']} steps" if c.get("k_flips") else "")
                       + (", overloaded" if c.get("overloaded") else ""))
     out.append("* the schedule's TPOT p50 at the checked loads: " + "; ".join(checks) + ".")
     loads = (summ["options"].get("loads") or [])

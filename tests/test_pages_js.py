@@ -103,4 +103,5 @@ def test_tune_page_draws_lines_crossings_and_schedule(tmp_path):
     assert out["names"] == ["no speculation (k = 0)", "k = 1", "k = 2", "chosen schedule"]
     assert out["state"]["crossings"] == [{"k": 2, "lo": 2, "hi": 4, "x": 8 ** 0.5}]
     assert out["shapes"] == 2
-    assert out["table"] == [["1\u20134", "2"], ["5\u2013128", "1"]]
+    # range, k, width, and (from summary.json, absent here) the gain over the previous k and the change's price
+    assert out["table"] == [["1\u20134", "2", "4", "\u2013", "\u2013"], ["5\u2013128", "1", "124", "\u2013", "\u2013"]]

@@ -205,3 +205,37 @@ def test_speculative_config_names_the_head_or_drafter_weights():
     assert model(method="draft_model", draft_model="meta-llama/Llama-3.2-1B-Instruct") == \
         "meta-llama/Llama-3.2-1B-Instruct"
     assert model(method="ngram") is None
+
+
+def test_tune_from_python_gives_the_command_s_tables(tuned):
+    import pandas as pd
+
+    import vidur_specdec
+    from vidur_specdec import tune
+
+    d, _, _ = tuned
+    assert tune is vidur_specdec.tune and callable(tune) and tune.__name__ == "vidur_specdec.tune"  # the package
+    t = tune(CFG, output_dir=d / "j1", jobs=1)  # the command's folder: resumed from its journal, same files
+    assert t.summary == json.loads((d / "j1" / "summary.json").read_text())
+    pd.testing.assert_frame_equal(t.points, pd.read_csv(d / "j1" / "tune.csv"))
+    assert t.schedule == [tuple(r) for r in t.summary["schedule"]] and t.output_dir == d / "j1"
+    assert t.speculative_config == json.loads((d / "j1" / "speculative_config.json").read_text())
+    with pytest.raises(vidur_specdec.ConfigError, match="objective"):
+        tune(CFG, objective="fastest")
+
+
+def test_sweep_from_python_gives_the_command_s_table(tmp_path):
+    import pandas as pd
+
+    from vidur_specdec import ConfigError, sweep
+
+    spec = {"sweep": {"name": "api"}, "base": {**CFG, "workload": {**CFG["workload"], "num_requests": 12}},
+            "grid": {"speculative.num_speculative_tokens": [0, 2]}}
+    s = sweep(spec, jobs=1)  # a temporary folder, removed afterwards
+    assert s.summary == {"name": "api", "rows": 2, "ran": 2, "skipped": 0, "csv": None}
+    assert list(s.table["tpot_speedup"].round(6))[0] == 1.0 and len(s.table) == 2
+    kept = sweep(spec, output_dir=tmp_path / "api", jobs=1)
+    pd.testing.assert_frame_equal(kept.table, s.table)
+    assert (tmp_path / "api" / "api.csv").is_file() and kept.summary["csv"] == str(tmp_path / "api" / "api.csv")
+    with pytest.raises(ConfigError, match="run config"):
+        sweep(CFG)

@@ -7,6 +7,7 @@ the CSV.
 """
 
 import asyncio
+import csv
 import json
 import os
 import subprocess
@@ -36,7 +37,11 @@ TUNE_STEPS = [
     ("spec", "document.getElementById('speculative-config').textContent"),
     ("ttft", "document.getElementById('chart-ttft').data.map(t => t.name)"),
     ("throughput", "document.getElementById('chart-throughput').data.map(t => t.name)"),
-    ("slo_notes", "document.getElementById('chart-ttft').layout.annotations.map(a => a.text).join('|')"),
+    ("slo_notes", "document.getElementById('chart-ttft-slo').layout.annotations.map(a => a.text).join('|')"),
+    ("slo_traces", "JSON.stringify(document.getElementById('chart-ttft-slo').data.map(t => t.y))"),
+    ("median_notes", "document.getElementById('chart-ttft').layout.annotations.map(a => a.text).join('|')"),
+    ("capacity_why", "document.getElementById('capacity-why').textContent"),
+    ("schedule_cols", "document.querySelectorAll('#schedule-rows tr')[0].cells.length"),
 ]
 
 
@@ -58,11 +63,17 @@ def test_tune_page_in_chromium(tmp_path):
     assert crossed == {k: v for k, v in summary["crossover_bracket"].items() if v is not None}
     assert out["shapes"] == 1 + len(crossed)  # the 1x line and one marker per crossover
     assert [[int(x) for x in row[0].split("\u2013")] + [int(row[1])] for row in out["schedule"]] == summary["schedule"]
+    assert out["schedule_cols"] == 5  # range, k, width, gain over the previous k, price of the change
     # the page opens with the deployment and the answer, and holds the speculative_config as written
     assert out["deployment"].startswith(CFG.get("model", "meta-llama/Llama-2-7b-hf")) and "k = 3" in out["deployment"]
-    assert out["answer"].startswith("n-gram k = 3") and "capacity under the SLOs" in out["answer"]
+    assert out["answer"].startswith("n-gram: the schedule runs") and "capacity under the SLOs (TTFT p99" in out["answer"]
     assert json.loads(out["spec"]) == json.loads((out_dir / "speculative_config.json").read_text())
     assert out["ttft"] == out["names"] and out["throughput"] == out["names"]
     assert "TTFT SLO (on p99" in out["slo_notes"] and "capacity without" in out["slo_notes"]
+    assert "SLO" not in out["median_notes"]  # the SLO lines are drawn on the percentile they apply to only
+    rows = [r for r in csv.DictReader(open(out_dir / "tune.csv")) if r["setting"] == "k=0"]
+    p99 = sorted({float(r["load"]): float(r["ttft_ms_p99"]) for r in rows}.items())
+    assert [round(y, 6) for y in json.loads(out["slo_traces"])[0]] == [round(y, 6) for _, y in p99]
+    assert out["capacity_why"].startswith("Capacity is the highest load whose TTFT p99")
     png = (shot_dir / "tune-page.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

@@ -104,13 +104,24 @@ def test_overload_bounds_ttft_growth_as_well_as_queue_waits():
     assert not point_overloaded({"overloaded": 0, "ttft_ms_p50": 2084.0}, None)  # no reference yet
 
 
-def test_answer_names_where_k_overloads_and_what_to_use_there():
+def test_answer_names_the_schedule_s_k_at_each_load_and_where_a_static_k_differs():
     from vidur_specdec.tune.page import answer
 
-    summ = {"deployment": {"method": "eagle3", "k": 3}, "crossover": {"3": None},
-            "crossover_note": {"3": "speedup >= 1 at every load searched"},
-            "best_k": {"1": 3, "8": 3, "32": 3, "64": 1}, "overloaded_points": {"64": ["k=2", "k=3", "schedule"]},
+    chk = [{"load": 1.0, "schedule_k": 3, "batch_size_p50": 1.0, "best_static_k": 3, "shortfall_vs_best": 0.0},
+           {"load": 8.0, "schedule_k": 3, "batch_size_p50": 8.0, "best_static_k": 3, "shortfall_vs_best": 0.0},
+           {"load": 32.0, "schedule_k": 3, "batch_size_p50": 31.0, "best_static_k": 3, "shortfall_vs_best": 0.0},
+           {"load": 64.0, "schedule_k": 3, "batch_size_p50": 57.0, "best_static_k": 1, "shortfall_vs_best": 0.232,
+            "overloaded": True}]
+    summ = {"deployment": {"method": "eagle3", "k": 3}, "checks": chk,
+            "slo": {"ttft_ms": 450.0, "tpot_ms": 40.0, "percentile": 99},
             "capacity": {"none": 6.0, "speculative": 6.0}}
     a = answer(summ, "concurrency")
-    assert a.startswith("EAGLE-3 k = 3 pays up to concurrency 32; above it, k = 1 (k = 3 overloads there")
-    assert a.endswith("capacity under the SLOs: 6 concurrent requests with the schedule, 6 without.")
+    assert a.startswith("EAGLE-3: the schedule runs k = 3 at concurrency 1\u201364 (median batch 1\u201357); "
+                        "at concurrency 64 the best static k is 1, the schedule 23.2 % behind it (the schedule's "
+                        "run is overloaded there)")
+    assert a.endswith("capacity under the SLOs (TTFT p99 \u2264 450 ms, TPOT p99 \u2264 40 ms): 6 concurrent "
+                      "requests with the schedule, 6 without.")
+    chk[-1].update(best_static_k=3, shortfall_vs_best=0.0, schedule_k=2, overloaded=False)
+    a = answer(summ, "concurrency")
+    assert "k = 3 at concurrency 1\u201332 (median batch 1\u201331); k = 2 at concurrency 64 (median batch 57); " \
+           "at concurrency 64 the best static k is 3" in a

@@ -6,6 +6,12 @@ Library use::
     result = simulate("configs/default.yaml", overrides=["speculative.num_speculative_tokens=2"])
     result.requests, result.steps, result.summary
 
+    from vidur_specdec import tune, sweep
+    t = tune("configs/default.yaml", ["speculative.verify_attention=per_token"], jobs=2)
+    t.points, t.summary, t.schedule, t.speculative_config   # tune.csv as a DataFrame, summary.json, ...
+    s = sweep("sweeps/specdec_39.yaml", jobs=2)
+    s.table, s.summary                                        # the sweep's CSV as a DataFrame, its counts
+
 Vidur itself is imported on first use of the simulation API, so the config
 and profile tools start quickly. The package is laid out by layer, bottom to
 top: ``config`` (schema, files, errors), ``hardware``, ``architectures``,
@@ -18,7 +24,7 @@ higher one (the import contract in ``pyproject.toml``).
 from vidur_specdec.config import ConfigError, RunConfig
 import importlib
 
-__all__ = ["simulate", "run_vidur_sarathi", "SimulationResult", "RunConfig", "ConfigError", "load"]
+__all__ = ["simulate", "tune", "sweep", "run_vidur_sarathi", "SimulationResult", "RunConfig", "ConfigError", "load"]
 __version__ = "0.1.0"
 
 # name -> module that defines it, imported on first use
@@ -27,6 +33,10 @@ _LAZY = {"simulate": "vidur_specdec.engine.simulation", "run_vidur_sarathi": "vi
 
 
 def __getattr__(name):
+    if name in ("tune", "sweep"):  # callable packages: vidur_specdec.tune(...) runs a tune (docs/tune.md)
+        import importlib
+
+        return importlib.import_module(f"vidur_specdec.{name}")
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'vidur_specdec' has no attribute {name!r}")

@@ -177,3 +177,20 @@ def run_subcommand(name: str, module, argv=None) -> int:
     module.add_arguments(ap)
     args = ap.parse_args(argv)
     return guarded(lambda: module.run(args))
+
+
+def make_callable(module_name: str, api_module: str, func: str) -> None:
+    """Make the package ``module_name`` callable: ``package(...)`` is ``api_module.func(...)``.
+
+    ``from vidur_specdec import tune`` then gives one object that is both the package (``tune.cli``, ...)
+    and the function, so importing a submodule (which binds the package in its parent) never hides it.
+    """
+    import importlib
+    import types
+
+    class CallablePackage(types.ModuleType):
+        def __call__(self, *args, **kwargs):
+            return getattr(importlib.import_module(api_module), func)(*args, **kwargs)
+
+    CallablePackage.__call__.__doc__ = f"Call :func:`{api_module}.{func}`."
+    sys.modules[module_name].__class__ = CallablePackage

@@ -82,3 +82,7 @@ __all__ = [
     "default_jobs", "identity", "is_sweep", "load_sweep", "main", "metrics_problem", "profile_digests", "row_metrics", "run_row",
     "run_sweep",
 ]
+
+from vidur_specdec.console import make_callable as _make_callable  # noqa: E402
+
+_make_callable(__name__, "vidur_specdec.sweep.api", "sweep")  # vidur_specdec.sweep(...) runs a sweep

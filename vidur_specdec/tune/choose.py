@@ -9,12 +9,25 @@ cost flows in. Its value is the expected tokens advanced per ms of step,
     v(b, k) = b * (1 + E[min(A, k)]) / step_ms(b, k),
 
 with A drawn from the acceptance input at k_max (a step proposing k < k_max
-keeps the first k positions of a full draft, as in the simulator). The k
-maximising v, averaged (relative to the best k at each size) over batch sizes
-within a factor :data:`SMOOTHING_WINDOW` of b, is chosen for each b (ties: the
-smaller k); runs of equal k become
-inclusive ranges ``[lo, hi, k]``. The same k maximises a request's TPOT and the
-step's throughput at a fixed b, so the choice does not depend on ``--objective``.
+keeps the first k positions of a full draft, as in the simulator). Each value
+is taken relative to the best k at that size and averaged over batch sizes
+within a factor :data:`SMOOTHING_WINDOW` of b (step times jump at GEMM tile
+edges). The schedule is then the piecewise-constant k(b) that maximises
+
+    sum over b of that smoothed relative value  -  the price of every change of k,
+
+with every range at least :data:`MIN_RANGE_WIDTH` batch sizes wide
+(:func:`ranges_with_priced_changes`, an exact dynamic programme). A change is
+priced with what it costs in vLLM: vLLM 0.33 looks k up from the requests
+scheduled in a step, prefills included, and drafts that many for the *next*
+step (``vllm/v1/core/sched/scheduler.py`` lines 1709-1714), so a load whose
+batch size moves back and forth across a boundary runs a step at the other
+range's k after each crossing, at most every other step. The price of a change
+at b* is half the value difference of the two k summed over the band b* - W/2
+.. b* + W/2 - 1 (W = :data:`MIN_RANGE_WIDTH`) such a load moves within
+(:func:`change_price`): a range is kept only when what it gains over its
+neighbour's k exceeds what its edges cost. The same k maximises a request's TPOT and the step's throughput at a
+fixed b, so the choice does not depend on ``--objective``.
 
 Shortcuts (docs/model.md, "tune"): every request in the priced step is
 decoding, at one context length — the workload's mean prompt plus half its mean
@@ -26,7 +39,8 @@ simulation against every static k.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Dict, List, Tuple
+import math
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -34,9 +48,15 @@ from vidur_specdec.config import RunConfig
 from vidur_specdec.tune.acceptance_carry import pmf_at
 
 
-# Step times are not smooth in b (GEMM tiles): the k for b maximises the mean relative value over
-# batch sizes b / W .. b * W, so the schedule does not flip k at every tile edge (vLLM issue #49548).
+# Step times are not smooth in b (GEMM tiles): the value of k at b is its mean relative value over
+# batch sizes b / W .. b * W, so tile edges do not decide the schedule.
 SMOOTHING_WINDOW = 1.25
+# No range of the schedule is narrower than this many batch sizes. A step's batch size moves between
+# consecutive steps: on the README's 70B EAGLE-3 example (vLLM's serve defaults, closed loop) the
+# step-to-step change in scheduled requests is at most 1 at the 90th percentile and 1-3 at the 99th at
+# concurrency 8, 32 and 64 (docs/tune.md, "The schedule"), so a load sitting inside a range of 8 stays
+# there, where a one-size range flips k on a fifth of steps (vLLM issue #49548 reports the thrash).
+MIN_RANGE_WIDTH = 8
 
 
 def step_pricer(cfg: RunConfig):
@@ -96,18 +116,107 @@ def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, in
         rel.append([v / top for v in value])
         table["rows"].append({"batch_size": b, "step_ms": [round(x, 6) for x in ms],
                               "tokens_per_ms": [round(x, 6) for x in value]})
-    best: List[int] = []
+    smoothed = []
     for b in range(1, cap + 1):
         lo = max(1, int(np.floor(b / SMOOTHING_WINDOW)))
         hi = min(cap, int(np.ceil(b * SMOOTHING_WINDOW)))
-        score = [float(np.mean([rel[j - 1][k] for j in range(lo, hi + 1)])) for k in range(k_max + 1)]
-        kb = max(range(k_max + 1), key=lambda k: (round(score[k], 9), -k))
-        best.append(kb)
-        table["rows"][b - 1]["k"] = kb
-    ranges: List[Tuple[int, int, int]] = []
-    for b, kb in enumerate(best, start=1):
-        if ranges and ranges[-1][2] == kb:
-            ranges[-1] = (ranges[-1][0], b, kb)
-        else:
-            ranges.append((b, b, kb))
+        smoothed.append([float(np.mean([rel[j - 1][k] for j in range(lo, hi + 1)])) for k in range(k_max + 1)])
+    for b in range(1, cap + 1):
+        kb = max(range(k_max + 1), key=lambda k: (round(smoothed[b - 1][k], 9), -k))
+        table["rows"][b - 1]["k"] = kb  # the best k at that size alone, before changes are priced
+    ranges = ranges_with_priced_changes(smoothed, MIN_RANGE_WIDTH)
+    table["min_range_width"] = MIN_RANGE_WIDTH
+    table["ranges"] = range_gains(smoothed, ranges)
     return ranges, table
+
+
+def change_price(value: Sequence[Sequence[float]], start: int, k_from: int, k_to: int, width: int) -> float:
+    """Price of changing k from ``k_from`` to ``k_to`` at batch size ``start`` (1-based).
+
+    vLLM 0.33 looks k up from the requests scheduled in a step and verifies that many guesses in the next
+    (``vllm/v1/core/sched/scheduler.py`` lines 1709-1714), so a load whose batch size moves back and forth
+    across ``start`` runs a step at the other side's k after each crossing: at most every other step. The
+    price is that: half the value difference between the two k, summed over the band of sizes
+    ``start - width // 2 .. start + width // 2 - 1`` a load near the edge moves within, in units of the
+    objective (one batch size at its best k = 1). It does not depend on which side of the band is better,
+    so an edge cannot be made cheap by moving it.
+    """
+    n, h = len(value), width // 2
+    lost = 0.0
+    for b in range(max(1, start - h), min(n, start + h - 1) + 1):
+        row = value[b - 1]
+        lost += 0.5 * abs(row[k_from] - row[k_to])
+    return lost
+
+
+def ranges_with_priced_changes(value: Sequence[Sequence[float]], width: int) -> List[Tuple[int, int, int]]:
+    """The ranges ``[(lo, hi, k)]`` over sizes 1..n maximising the summed value less the price of each change.
+
+    ``value[b - 1][k]``: the (smoothed, relative) value of k at batch size b. Every range is at least
+    ``width`` sizes wide (one range when n < width); adjacent ranges differ in k; each change is charged
+    :func:`change_price`. Exact: a dynamic programme over (last size, last k), O(n k^2) after O(n k)
+    prefix sums. Ties go to fewer changes, then to the smaller k.
+    """
+    n = len(value)
+    K = len(value[0])
+    if n < width:
+        total = [sum(value[b][k] for b in range(n)) for k in range(K)]
+        k = max(range(K), key=lambda k: (round(total[k], 9), -k))
+        return [(1, n, k)]
+    prefix = np.zeros((n + 1, K))
+    prefix[1:] = np.cumsum(np.asarray(value, dtype=float), axis=0)
+    NEG = -math.inf
+    # best[e][k]: (score, -changes, -k) of covering 1..e with a last range of k ending at e; back[e][k]: its start
+    best = [[(NEG, 0, 0)] * K for _ in range(n + 1)]
+    back = [[(0, -1)] * K for _ in range(n + 1)]
+    # run[k]: the best (score - prefix_k[s - 1], changes, start, previous k) over the starts s eligible so far
+    run = [((NEG, 0, 0), 0, -1) for _ in range(K)]
+    for e in range(width, n + 1):
+        s = e - width + 1  # the newest start a range ending at e may have
+        for k in range(K):
+            if s == 1:
+                cand = ((-prefix[0][k], 0, 0), 1, -1)
+            else:
+                cand = ((NEG, 0, 0), 0, -1)
+                for kp in range(K):
+                    if kp == k or best[s - 1][kp][0] == NEG:
+                        continue
+                    sc, ch, _ = best[s - 1][kp]
+                    v = (round(sc - change_price(value, s, kp, k, width) - prefix[s - 1][k], 9), ch - 1, -kp)
+                    if v > cand[0]:
+                        cand = (v, s, kp)
+            if cand[0] > run[k][0]:
+                run[k] = cand
+        for k in range(K):
+            (sc, ch, _), start, kp = run[k]
+            if sc == NEG:
+                continue
+            best[e][k] = (round(sc + prefix[e][k], 9), ch, -k)
+            back[e][k] = (start, kp)
+    k = max(range(K), key=lambda k: best[n][k])
+    ranges: List[Tuple[int, int, int]] = []
+    e = n
+    while e > 0:
+        start, kp = back[e][k]
+        ranges.append((start, e, k))
+        e, k = start - 1, kp
+    return ranges[::-1]
+
+
+def range_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, int, int]],
+                width: int = MIN_RANGE_WIDTH) -> List[Dict]:
+    """Per range: its width, its mean value, and what it gains over the previous range's k (summed over its sizes).
+
+    Gain and ``change_price`` are in the objective's units: value relative to the best k at each size, summed
+    over batch sizes (1 = one batch size at its best k).
+    """
+    out = []
+    for i, (lo, hi, k) in enumerate(ranges):
+        mean = float(np.mean([value[b - 1][k] for b in range(lo, hi + 1)]))
+        row = {"lo": lo, "hi": hi, "k": k, "width": hi - lo + 1, "mean_relative_value": round(mean, 6)}
+        if i:
+            kp = ranges[i - 1][2]
+            row["gain_over_previous_k"] = round(sum(value[b - 1][k] - value[b - 1][kp] for b in range(lo, hi + 1)), 6)
+            row["change_price"] = round(change_price(value, lo, kp, k, width), 6)
+        out.append(row)
+    return out

@@ -61,6 +61,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "search, e.g. 1,8,32,64")
     ap.add_argument("--warmup-requests", type=int, default=None,
                     help="leave the first N requests of each point out of its metrics (workload.warmup_requests)")
+    ap.add_argument("--compare-drafters", nargs="?", const="", default=None, metavar="DATASET",
+                    help="also compare every drafter the acceptance library knows for the target, each at its "
+                         "published acceptance on DATASET (default: workload.dataset, else mt-bench), at the --loads "
+                         "(else the checked loads)")
     ap.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                     help=f"relative width at which a load bracket stops (default {DEFAULT_TOLERANCE:g})")
 
@@ -99,14 +103,25 @@ def check_args(args: argparse.Namespace):
     options = {"k_max": k_max, "objective": args.objective, "tolerance": args.tolerance, "load_axis": axis.name}
     if loads:
         options["loads"] = loads
+    if getattr(args, "compare_drafters", None) is not None:
+        from vidur_specdec.tune.drafters import candidates
+
+        candidates(base, k_max, args.compare_drafters or None)  # a target without figures: refused before any point
+        options["compare_drafters"] = args.compare_drafters
     out_dir = Path(args.output_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--output-dir: {out_dir} exists and is not a folder")
     return base, k_max, axis, slo, options, out_dir, loads
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run a tune from parsed arguments; returns the exit status."""
+def execute(args: argparse.Namespace, log=print):
+    """Run a tune from parsed arguments and write its folder; returns (result, evaluator, written paths).
+
+    ``log(line)`` gets the progress and warning lines (None: silent). Bad input raises
+    :class:`ConfigError` before anything is written; a failed point raises it after the tune's own files
+    are removed. Shared by the command (:func:`run`) and ``vidur_specdec.tune(...)`` (:mod:`.api`).
+    """
+    say = log or (lambda line: None)
     lock = None
     try:
         base, k_max, axis, slo, options, out_dir, loads = check_args(args)
@@ -140,17 +155,17 @@ def run(args: argparse.Namespace) -> int:
             clear_folder(out_dir)
         had_journal = ev.journal.path.exists()
         ev.open()
-        print(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
-              f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
-              f"{slo['tpot_ms']:g} ms, on {jobs} {args.executor} worker{'s' if jobs > 1 else ''} -> {out_dir}",
-              file=sys.stderr, flush=True)
+        say(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
+            f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
+            f"{slo['tpot_ms']:g} ms, on {jobs} {args.executor} worker{'s' if jobs > 1 else ''} -> {out_dir}")
         # lazy: optional dependency (ImportError handled)
         from vidur_specdec.tune.vllm_config import tune_warnings
 
         notes = tune_warnings(base)
         for line in notes:
-            print(line, file=sys.stderr, flush=True)
-        tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo, loads)
+            say(line)
+        tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo, loads,
+                      getattr(args, "compare_drafters", None))
         try:
             res = tuner.tune(lambda: choose_schedule(base, k_max))
             paths = write_all(out_dir, ev, res, options, tuner.meets, notes)
@@ -166,14 +181,21 @@ def run(args: argparse.Namespace) -> int:
                 raise
             raise ConfigError(f"tune: a point failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                               "nothing was kept") from None
+    finally:
+        if lock is not None:
+            lock.release()
+    return res, ev, paths
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a tune from parsed arguments; returns the exit status."""
+    try:
+        res, ev, paths = execute(args, log=lambda line: print(line, file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         print("\ninterrupted: finished points are saved in the output folder's journal; rerun the same command "
               "to resume", file=sys.stderr)
         return 130
-    finally:
-        if lock is not None:
-            lock.release()
-    _report(res, axis, ev)
+    _report(res, ev.axis, ev)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
@@ -195,6 +217,13 @@ def _report(res, axis, ev) -> None:
           f"{f(cap['speculative']) if cap.get('speculative') is not None else '-'} with the schedule")
     print("best static k: " + ", ".join(f"{f(x)}: {k}" for x, k in res.best_k.items()))
     print("schedule: " + ", ".join(f"{lo}-{hi}: {k}" for lo, hi, k in res.schedule))
+    if res.drafters is not None:
+        from vidur_specdec.tune.drafters import lines
+
+        for line in lines(res.drafters, axis.name):
+            print(line)
+        for sk in res.drafters["skipped"]:
+            print(f"drafter {sk['drafter']} skipped: {sk['reason']}")
     for c in res.checks:
         sb, s0 = c["shortfall_vs_best"], c["shortfall_vs_k0"]
         print(f"check at {f(c['load'])} {axis.name}: schedule {100 * (sb or 0):+.1f} % against the best static "

@@ -110,7 +110,10 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
     extrapolated = None
     if ax.name == "concurrency" and top is not None and top < cap_b:
         extrapolated = [int(top) + 1, cap_b]  # batch sizes the schedule prices but no simulated load reached
+    from vidur_specdec.tune.capacity import explain
+
     return {
+        "capacity_explained": explain(ev, res, sched),
         "deployment": deployment(ev.base),
         "proposer": describe_proposer(ev.base),
         "vllm_version": deployment(ev.base)["vllm_version"],
@@ -138,12 +141,15 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
         "checks": [{k: (_r(v) if isinstance(v, float) else v) for k, v in c.items()} for c in res.checks],
         "schedule_choice": {"context_tokens": res.schedule_table.get("context_tokens"),
                             "tokens_advanced_per_step": [_r(x) for x in res.schedule_table.get("tokens_advanced", [])],
-                            "smoothing_window": res.schedule_table.get("window")},
+                            "smoothing_window": res.schedule_table.get("window"),
+                            "min_range_width": res.schedule_table.get("min_range_width"),
+                            "ranges": res.schedule_table.get("ranges")},
         "reproduce_schedule_at_check_loads": reproduce,
         "grid": [ax.fmt(x) for x in res.grid],
         "options": options,
         "simulated_points": sum(1 for p in ev.points if p.metrics is not None),
         "tune_hash": ev.tune_hash,
+        **({"drafters": res.drafters} if res.drafters is not None else {}),
     }
 
 

@@ -19,13 +19,15 @@ from vidur_specdec.config import ConfigError
 from vidur_specdec.speculation import proposers
 
 KEEP = ["point", "phase", "load_unit", "load", "setting", "k", "schedule", "tpot_ms_p50", "ttft_ms_p50",
-        "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s", "goodput_req_s", "k_flips", "tpot_speedup",
-        "ttft_speedup", "throughput_speedup", "overloaded", "meets_slo"]
-NUMERIC = {"point", "load", "k", "tpot_ms_p50", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s",
-           "goodput_req_s", "k_flips", "tpot_speedup", "ttft_speedup", "throughput_speedup", "overloaded"}
+        "ttft_ms_p90", "tpot_ms_p90", "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s", "goodput_req_s", "k_flips",
+        "tpot_speedup", "ttft_speedup", "throughput_speedup", "overloaded", "meets_slo", "batch_size_p50"]
+NUMERIC = {"point", "load", "k", "tpot_ms_p50", "ttft_ms_p50", "ttft_ms_p90", "tpot_ms_p90", "ttft_ms_p99",
+           "tpot_ms_p99", "throughput_tok_s", "goodput_req_s", "k_flips", "tpot_speedup", "ttft_speedup",
+           "throughput_speedup", "overloaded", "batch_size_p50"}
 
-
-OPTIONAL = {"ttft_ms_p50", "ttft_speedup", "throughput_speedup", "overloaded"}  # absent from older tune.csv files
+# absent from older tune.csv files
+OPTIONAL = {"ttft_ms_p50", "ttft_ms_p90", "tpot_ms_p90", "ttft_speedup", "throughput_speedup", "overloaded",
+            "batch_size_p50"}
 
 
 def read_points(path: Path) -> List[Dict]:
@@ -74,7 +76,7 @@ _JS = r"""
   const D = JSON.parse(document.getElementById('tune-data').textContent);
   const rows = D.rows, unit = D.unit, S = D.summary || {};
   const uniq = (xs) => Array.from(new Set(xs)).sort((a, b) => a - b);
-  const statics = rows.filter((r) => r.schedule === null && r.tpot_speedup !== null);
+  const statics = rows.filter((r) => r.schedule === null && r.tpot_speedup !== null && r.phase !== 'drafters');
   const ks = uniq(statics.map((r) => r.k));
   const sched = rows.filter((r) => r.schedule !== null).sort((a, b) => a.load - b.load);
   const crossings = [];
@@ -114,9 +116,9 @@ _JS = r"""
       hovertemplate: unit + ' %{x}: %{y:.3f}<extra>schedule</extra>' });
     return traces;
   }
-  const pct = slo.percentile != null ? 'p' + slo.percentile : '';
+  const pct = 'p' + (slo.percentile != null ? slo.percentile : 99);  // the CLI's default percentile
   function sloNote(y, what) { return { xref: 'paper', x: 1, y: y, yref: 'y', xanchor: 'right', yanchor: 'bottom', showarrow: false,
-    text: what + ' SLO (on ' + pct + ', the chart shows medians): ' + y + ' ms', font: { color: '#9333ea', size: 11 } }; }
+    text: what + ' SLO (on ' + pct + ', as this chart): ' + y + ' ms', font: { color: '#9333ea', size: 11 } }; }
   function capNotes() {
     const a = [];
     if (cap.none != null) a.push({ x: cap.none, xref: 'x', y: 1, yref: 'paper', xanchor: 'left', yanchor: 'top', showarrow: false,
@@ -137,20 +139,28 @@ _JS = r"""
     xaxis: { type: 'log', title: { text: D.unit_label }, tickvals: ticks, ticktext: ticks.map(String) }, yaxis: { title: { text: ytitle }, rangemode: 'tozero', gridcolor: '#e6e9ef' },
     legend: { orientation: 'h', y: -0.25 }, plot_bgcolor: '#fff', paper_bgcolor: '#fff' }, extra);
   const cfg = { displaylogo: false, responsive: true };
-  Plotly.newPlot('chart-tpot', series('tpot_ms_p50', 'TPOT'), layout('median TPOT (ms)',
-    { shapes: capShapes().concat(slo.tpot_ms != null ? [hline(slo.tpot_ms, '#9333ea')] : []),
-      annotations: capNotes().concat(slo.tpot_ms != null ? [sloNote(slo.tpot_ms, 'TPOT')] : []) }), cfg);
-  Plotly.newPlot('chart-ttft', series('ttft_ms_p50', 'TTFT'), layout('median TTFT (ms)',
+  // the SLOs' percentile: capacity is read from these two (the SLO lines belong here, not on the medians)
+  Plotly.newPlot('chart-ttft-slo', series('ttft_ms_' + pct, 'TTFT'), layout('TTFT ' + pct + ' (ms), the SLO\'s percentile',
     { shapes: capShapes().concat(slo.ttft_ms != null ? [hline(slo.ttft_ms, '#9333ea')] : []),
       annotations: capNotes().concat(slo.ttft_ms != null ? [sloNote(slo.ttft_ms, 'TTFT')] : []) }), cfg);
+  Plotly.newPlot('chart-tpot-slo', series('tpot_ms_' + pct, 'TPOT'), layout('TPOT ' + pct + ' (ms), the SLO\'s percentile',
+    { shapes: capShapes().concat(slo.tpot_ms != null ? [hline(slo.tpot_ms, '#9333ea')] : []),
+      annotations: capNotes().concat(slo.tpot_ms != null ? [sloNote(slo.tpot_ms, 'TPOT')] : []) }), cfg);
+  Plotly.newPlot('chart-tpot', series('tpot_ms_p50', 'TPOT'), layout('median TPOT (ms)',
+    { shapes: capShapes(), annotations: capNotes() }), cfg);
+  Plotly.newPlot('chart-ttft', series('ttft_ms_p50', 'TTFT'), layout('median TTFT (ms)',
+    { shapes: capShapes(), annotations: capNotes() }), cfg);
   Plotly.newPlot('chart-throughput', series('throughput_tok_s', 'throughput'), layout('output throughput (tokens/s)',
     { shapes: capShapes(), annotations: capNotes() }), cfg);
   Plotly.newPlot('chart', series('tpot_speedup', 'speedup'), layout('median TPOT speedup over no speculation (\u00d7)',
     { shapes: [hline(1, '#1d2330')].concat(crossings.map((c) => vline(c.x, '#c2410c', 'dot'))) }), cfg);
   const tb = document.getElementById('schedule-rows');
   const s = sched.length ? sched[0].schedule : [];
-  s.forEach((r) => { const tr = document.createElement('tr');
-    [r[0] + '\u2013' + r[1], String(r[2])].forEach((c) => { const td = document.createElement('td'); td.textContent = c; tr.appendChild(td); });
+  const gains = S.ranges || [];
+  s.forEach((r, i) => { const tr = document.createElement('tr'); const g = gains[i] || {};
+    const pc = (v) => v == null ? '\u2013' : v.toFixed(3);
+    [r[0] + '\u2013' + r[1], String(r[2]), String(r[1] - r[0] + 1), pc(g.gain_over_previous_k), pc(g.change_price)].forEach((c) => {
+      const td = document.createElement('td'); td.textContent = c; tr.appendChild(td); });
     tb.appendChild(tr); });
   const cb = document.getElementById('crossing-rows');
   ks.filter((k) => k > 0).forEach((k) => { const c = crossings.find((x) => x.k === k); const tr = document.createElement('tr');
@@ -158,7 +168,7 @@ _JS = r"""
     cb.appendChild(tr); });
   const lt = document.getElementById('load-rows');
   uniq(rows.map((r) => r.load)).forEach((x) => {
-    const at = rows.filter((r) => r.load === x && r.schedule === null);
+    const at = rows.filter((r) => r.load === x && r.schedule === null && r.phase !== 'drafters');
     const b = at.find((r) => r.k === 0); if (!b) return;
     at.filter((r) => r.k > 0).sort((a, c) => a.k - c.k).forEach((r) => { const tr = document.createElement('tr');
       const f = (v, d) => v === null ? '\u2013' : v.toFixed(d);
@@ -172,54 +182,101 @@ _JS = r"""
 """
 
 
-def note_of(summ: Dict, k) -> str:
-    return (summ.get("crossover_note") or {}).get(str(k), "")
-
-
-def fmt_key(x: float, best: Dict) -> str:
-    """The best_k key (as written in summary.json) of load ``x``."""
-    return next(key for key in best if float(key) == x)
+def _span(xs: List[str]) -> str:
+    return xs[0] if len(xs) == 1 or xs[0] == xs[-1] else f"{xs[0]}\u2013{xs[-1]}"
 
 
 def answer(summ: Dict, unit: str) -> str:
-    """The decision in one sentence, from summary.json."""
+    """The decision in one sentence, from summary.json: the schedule's k at each checked load and the capacity.
+
+    At each load the schedule was simulated (the checks), the k named is the schedule's k at the median
+    batch size of that run (requests scheduled per step, what vLLM looks k up by); where the best static k
+    at that load differs, the sentence says so and by how much the schedule trails it.
+    """
     if not summ:
         return ""
     d = summ.get("deployment", {})
-    k = d.get("k")
     name = d.get("method")
     method = ("A " if name == "draft_model" else "") + proposers.label(name)  # the sentence's subject
-    cross = (summ.get("crossover") or {}).get(str(k))
-    best = summ.get("best_k") or {}
     fmt = (lambda x: str(int(float(x)))) if unit == "concurrency" else (lambda x: f"{float(x):g}")
+    where = (lambda xs: f"concurrency {_span(xs)}") if unit == "concurrency" else (lambda xs: f"{_span(xs)} requests/s")
+    groups: List[Dict] = []
+    differ: List[str] = []
+    for c in sorted(summ.get("checks") or [], key=lambda c: float(c["load"])):
+        k, b = c.get("schedule_k"), c.get("batch_size_p50")
+        if k is None or b is None:
+            continue
+        if groups and groups[-1]["k"] == k:
+            groups[-1]["loads"].append(fmt(c["load"]))
+            groups[-1]["batches"].append(f"{b:g}")
+        else:
+            groups.append({"k": k, "loads": [fmt(c["load"])], "batches": [f"{b:g}"]})
+        best = c.get("best_static_k")
+        if best is not None and best != k:
+            short = c.get("shortfall_vs_best")
+            by = f", the schedule {100 * short:.1f} % behind it" if short is not None and short > 0 else (
+                f", the schedule {100 * -short:.1f} % ahead of it" if short is not None and short < 0 else "")
+            over = " (the schedule's run is overloaded there)" if c.get("overloaded") else ""
+            differ.append(f"at {where([fmt(c['load'])])} the best static k is {best}{by}{over}")
+    if groups:
+        runs = "; ".join(f"k = {g['k']} at {where(g['loads'])} (median batch {_span(g['batches'])})"
+                         if g["k"] else f"off at {where(g['loads'])} (median batch {_span(g['batches'])})"
+                         for g in groups)
+        head = f"{method}: the schedule runs {runs}"
+        if differ:
+            head += ("; " + "; ".join(differ) + " (the schedule is chosen from priced decode steps, "
+                     "docs/tune.md)")
+        else:
+            head += ", the best static k at each of these loads"
+    else:
+        head = f"{method}: no schedule run was checked"
     cap = summ.get("capacity") or {}
+    slo = summ.get("slo") or {}
     words = "concurrent requests" if unit == "concurrency" else "requests/s"
-    capt = (f"capacity under the SLOs: {fmt(cap['speculative']) if cap.get('speculative') is not None else 'none'} "
+    bound = (f" (TTFT p{slo['percentile']} \u2264 {slo['ttft_ms']:g} ms, TPOT p{slo['percentile']} \u2264 "
+             f"{slo['tpot_ms']:g} ms)") if slo.get("percentile") is not None else ""
+    capt = (f"capacity under the SLOs{bound}: "
+            f"{fmt(cap['speculative']) if cap.get('speculative') is not None else 'none'} "
             f"{words} with the schedule, {fmt(cap['none']) if cap.get('none') is not None else 'none'} without")
-    lbl = f"k={k}"
-    over_k = sorted(float(x) for x, ss in (summ.get("overloaded_points") or {}).items() if lbl in ss)
-    grid = sorted(float(x) for x in best)
-    if cross is not None:
-        top = float(cross)
-    elif over_k and "every load" in note_of(summ, k):
-        top = max([x for x in grid if x < over_k[0]], default=None)
-    else:
-        top = None
-    if top is not None:
-        above = []
-        for x in grid:
-            if x > top and best[fmt_key(x, best)] not in above:
-                above.append(best[fmt_key(x, best)])
-        alt = ", then ".join(f"k = {v}" if v else "off" for v in above) or "off"
-        why = "" if cross is not None else f" (k = {k} overloads there: its TTFT or queue waits grow)"
-        word = "up to" if cross is None else "below"
-        where = f"concurrency {fmt(top)}" if unit == "concurrency" else f"{fmt(top)} requests/s"
-        head = f"{method} k = {k} pays {word} {where}; above it, {alt}{why}"
-    else:
-        note = note_of(summ, k)
-        head = (f"{method} k = {k} pays at every {unit} searched that is not overloaded" if "every load" in note
-                and ">=" in note else f"{method} k = {k} does not pay at the loads searched ({note})")
     return f"{head}; {capt}."
+
+
+def drafters_html(summ: Dict, unit: str) -> str:
+    """The drafter comparison (summary.json ``drafters``): the winner at each load, each drafter's acceptance."""
+    d = summ.get("drafters")
+    if not d:
+        return ""
+    e = html.escape
+    obj = (d.get("loads") or [{}])[0].get("objective", "tpot")
+    rows = []
+    for entry in d.get("loads", []):
+        for i, r in enumerate(entry["ranking"]):
+            gap = ("winner" + (f", ahead by {100 * entry['ahead_by']:.1f} %" if entry.get("ahead_by") is not None
+                               else "")) if i == 0 and r["value"] is not None else ""
+            val = "overloaded" if r["value"] is None else f"{r['value']:g}"
+            sp = "" if r.get("tpot_speedup") is None else f"{r['tpot_speedup']:.2f}&times;"
+            rows.append(f"<tr><td>{e(entry['load'])}</td><td>{e(r['drafter'])}</td><td>{e(r['method'])}</td>"
+                        f"<td>{r['k'] if r['k'] is not None else '&ndash;'}</td><td>{val}</td><td>{sp}</td>"
+                        f"<td>{gap}</td></tr>")
+    cands = []
+    for c in d.get("candidates", []):
+        src = "; ".join(f"{r['source']} (line {r['line']}: {r['dataset']}, k = {r['k']}, "
+                        f"L = {r['mean_acceptance_length']:g})" for r in c["rows"])
+        cands.append(f"<tr><td>{e(c['drafter'])}</td><td>{e(c['method'])}</td>"
+                     f"<td>{e(' '.join(f'{x:.3f}' for x in c['acceptance_per_position']))}</td>"
+                     f"<td>{c['mean_acceptance_length_at_k_max']:g}</td><td>{e(c['acceptance_rule'])}</td>"
+                     f"<td style=\"text-align:left\">{e(src)}</td></tr>")
+    skipped = "".join(f"<p class=\"note\">{e(x['drafter'])} ({e(x['method'])}) not compared: {e(x['reason'])}</p>"
+                      for x in d.get("skipped", []))
+    return f"""<h2>Which drafter ({e(d['dataset'])})</h2>
+<p class="note">Every drafter the acceptance library knows for this target, each at its published acceptance for
+{e(d['dataset'])}, on this deployment and workload, each at its best static k at each load (objective: {e(obj)};
+lower is better for TPOT).</p>
+<table id="drafter-rows"><thead><tr><th>{e(unit)}</th><th>drafter</th><th>method</th><th>k</th><th>{e(obj)}</th>
+<th>TPOT speedup</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>
+<table id="drafter-acceptance"><thead><tr><th>drafter</th><th>method</th><th>conditional rates used (k_max)</th>
+<th>mean acceptance length</th><th>from</th><th>source</th></tr></thead><tbody>{''.join(cands)}</tbody></table>
+{skipped}"""
 
 
 def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
@@ -233,7 +290,8 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
         unit, unit)
     data = {"rows": rows, "unit": unit, "unit_label": label,
             "summary": {"capacity": summ.get("capacity"), "slo": summ.get("slo"),
-                        "crossover_note": summ.get("crossover_note")}}
+                        "crossover_note": summ.get("crossover_note"),
+                        "ranges": (summ.get("schedule_choice") or {}).get("ranges")}}
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("</", "<\\/")
     e = html.escape
     d = summ.get("deployment") or {}
@@ -255,6 +313,18 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
     ext_txt = (f"<p class=\"note\" id=\"extrapolated\">Batch sizes {ext[0]}&ndash;{ext[1]}: chosen from the step-cost "
                "model only; no simulated load reached them.</p>") if ext else ""
     spec_txt = json.dumps(summ.get("speculative_config"), separators=(", ", ": ")) if summ else ""
+    from vidur_specdec.tune.capacity import sentence
+
+    slo_pct = (summ.get("slo") or {}).get("percentile", "")
+    unit_words = ((lambda x: f"concurrency {x}") if unit == "concurrency" else (lambda x: f"{x} requests/s"))
+    why = sentence(summ.get("capacity_explained") or {}, unit_words, unit == "concurrency")
+    width = (summ.get("schedule_choice") or {}).get("min_range_width")
+    sched_how = (f"No range is narrower than {width} batch sizes, and the ranges maximise the value of the "
+                 "schedule less a price for each change of k: half the value difference of the two k over the "
+                 f"batch sizes within {width // 2} of the change, as vLLM runs the step after a crossing at the k it "
+                 "looked up one step earlier (docs/tune.md, \"The schedule\"). Both columns are sums over batch "
+                 "sizes of the value relative to the best k at each size (1 = one batch size at its best k).") \
+        if width else ""
     over = summ.get("overloaded_loads") or []
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -279,9 +349,15 @@ they are left out of the crossovers and the best k.</p>
 <noscript><p><strong>This page needs JavaScript to draw the charts and the tables.</strong></p></noscript>
 <p class="note">Dashed vertical lines: capacity under the SLOs without speculation (blue) and with the schedule (green);
 dotted vertical lines: where a k's TPOT speedup first falls below 1 (orange); dashed horizontal lines: the SLOs (purple).</p>
-<h2>TPOT against load</h2>
+<h2>Capacity, at the SLOs' percentile (p{e(str(slo_pct))})</h2>
+<p id="capacity-why">{e(why)}</p>
+<h2>TTFT p{e(str(slo_pct))} against load (the SLO's percentile)</h2>
+<div id="chart-ttft-slo" class="chart" role="img" aria-label="TTFT at the SLO percentile against load"></div>
+<h2>TPOT p{e(str(slo_pct))} against load (the SLO's percentile)</h2>
+<div id="chart-tpot-slo" class="chart" role="img" aria-label="TPOT at the SLO percentile against load"></div>
+<h2>Median TPOT against load</h2>
 <div id="chart-tpot" class="chart" role="img" aria-label="Median TPOT against load"></div>
-<h2>TTFT against load</h2>
+<h2>Median TTFT against load</h2>
 <div id="chart-ttft" class="chart" role="img" aria-label="Median TTFT against load"></div>
 <h2>Output throughput against load</h2>
 <div id="chart-throughput" class="chart" role="img" aria-label="Output throughput against load"></div>
@@ -291,9 +367,12 @@ dotted vertical lines: where a k's TPOT speedup first falls below 1 (orange); da
 <table><thead><tr><th>{e(unit)}</th><th>k</th><th>TPOT speedup</th><th>TTFT speedup</th><th>throughput speedup</th>
 <th>throughput (tok/s)</th><th>goodput (req/s)</th><th>overloaded</th></tr></thead><tbody id="load-rows"></tbody></table>
 <h2>The chosen schedule (vLLM <code>num_speculative_tokens_per_batch_size</code>)</h2>
-<table><thead><tr><th>Batch size (requests scheduled in a step)</th><th>k</th></tr></thead>
+<p class="note" id="schedule-how">{e(sched_how)}</p>
+<table><thead><tr><th>Batch size (requests scheduled in a step)</th><th>k</th><th>width</th>
+<th>gain over the previous range's k</th><th>price of the change</th></tr></thead>
 <tbody id="schedule-rows"></tbody></table>
 {ext_txt}
+{drafters_html(summ, unit)}
 <h2>Crossovers</h2>
 <table><thead><tr><th>Static k</th><th>Speedup falls below 1 between</th></tr></thead>
 <tbody id="crossing-rows"></tbody></table>

@@ -31,8 +31,10 @@ from vidur_specdec import __version__
 from vidur_specdec.tune.loads import workload_overrides
 
 TUNE_FORMAT = 1
-# Metrics a tune records beyond a sweep row's (requests per second meeting both SLOs).
-EXTRA_METRICS = ["goodput_req_s", "k_flips", "overloaded", "measured_requests"]
+# Metrics a tune records beyond a sweep row's: requests per second meeting both SLOs, k changes, the
+# overload flag, the requests measured, and the median batch size of a step (requests scheduled in it,
+# prefills included: what vLLM looks a schedule's k up by, ``len(num_scheduled_tokens)``).
+EXTRA_METRICS = ["goodput_req_s", "k_flips", "overloaded", "measured_requests", "batch_size_p50"]
 TUNE_METRICS = METRIC_COLUMNS + EXTRA_METRICS
 PERCENTILES = (50, 90, 99)
 
@@ -96,13 +98,21 @@ def get_axis(name: str) -> LoadAxis:
 
 @dataclass(frozen=True)
 class Setting:
-    """Speculation of a point: ``k`` static guesses (0 = none), or a schedule ``((lo, hi, k), ...)``."""
+    """Speculation of a point: ``k`` static guesses (0 = none), or a schedule ``((lo, hi, k), ...)``.
+
+    ``drafter`` (with ``spec``, its ``speculative.*`` overrides: method, weights, acceptance) names another
+    drafter than the config's, for the drafter comparison (:mod:`.drafters`).
+    """
 
     k: int
     schedule: Optional[Tuple[Tuple[int, int, int], ...]] = None
+    drafter: Optional[str] = None
+    spec: Tuple[Tuple[str, Any], ...] = ()
 
     @property
     def label(self) -> str:
+        if self.drafter is not None:
+            return f"{self.drafter} k={self.k}"
         return "schedule" if self.schedule is not None else f"k={self.k}"
 
 
@@ -115,6 +125,10 @@ def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
     """The dotted-key overrides that turn the base config's speculation into ``s``."""
     if s.k == 0 and s.schedule is None:
         return {"speculative.method": "none", "speculative.num_speculative_tokens": 0}
+    if s.drafter is not None:
+        ov = {"speculative.num_speculative_tokens": s.k, "speculative.num_speculative_tokens_per_batch_size": None}
+        ov.update({key: list(v) if isinstance(v, tuple) else v for key, v in s.spec})
+        return ov
     ov: Dict[str, Any] = {"speculative.num_speculative_tokens": s.k,
                           "speculative.num_speculative_tokens_per_batch_size":
                               [list(r) for r in s.schedule] if s.schedule is not None else None}
@@ -154,6 +168,8 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     m["k_flips"] = int(result.summary["k_flips"])
     m["overloaded"] = int(overloaded(result.requests, warm))
     m["measured_requests"] = int(len(req))
+    steps = result.steps
+    m["batch_size_p50"] = float(steps["num_reqs"].median()) if len(steps) else None
     return {"metrics": m, "wall_s": wall, "code": code_digest(),
             "profiles": profile_digests(result.config, fresh=True)}
 

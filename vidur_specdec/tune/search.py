@@ -98,16 +98,18 @@ class TuneResult:
     checks: List[Dict] = field(default_factory=list)
     schedule_setting: Optional[Setting] = None
     ttft_reference: Dict = field(default_factory=dict)  # {"load", "ttft_ms_p50"}: the TTFT overload reference
+    drafters: Optional[Dict] = None  # the drafter comparison (:mod:`.drafters`), when asked for
 
 
 class Tuner:
     def __init__(self, ev: Evaluator, k_max: int, tolerance: float, objective: Objective, slo: Dict,
-                 loads: Optional[List[float]] = None) -> None:
+                 loads: Optional[List[float]] = None, compare_drafters: Optional[str] = None) -> None:
         self.ev, self.k_max, self.tol, self.objective, self.slo = ev, k_max, tolerance, objective, slo
         self.axis = ev.axis
         self.user_loads = [self.axis.norm(x) for x in (loads or [])]
         self.bounds = load_bounds(ev.base, self.axis)
         self.ttft_reference_ms: Optional[float] = None  # set once the grid has run
+        self.compare_drafters = compare_drafters  # None: no comparison; "": the default dataset
 
     def clamp(self, x: float) -> float:
         """A load inside the config's valid range (:func:`vidur_specdec.tune.loads.load_bounds`)."""
@@ -277,6 +279,9 @@ class Tuner:
             if x not in check_loads:
                 check_loads.append(x)
         pts = self._run("check", [(x, sched) for x in check_loads])
+        from vidur_specdec.speculation.schedule import KSchedule
+
+        lookup = KSchedule(ranges, sched.k, max(hi for _, hi, _ in ranges))
         for x, p in zip(check_loads, pts):
             statics = {k: table[(x, k)] for k in range(self.k_max + 1)}
             best = res.best_k.get(x, 0)
@@ -291,6 +296,14 @@ class Tuner:
                 "best_static_speedup": speedup(statics[0], statics[best]),
                 "k_flips": p.metrics.get("k_flips"), "num_steps": p.metrics.get("num_steps"),
                 "overloaded": self.over(p.metrics),
+                # the schedule's k at the median batch size its run reached at this load
+                "batch_size_p50": p.metrics.get("batch_size_p50"),
+                "schedule_k": (lookup.k_for(max(1, int(round(p.metrics["batch_size_p50"]))))
+                               if p.metrics.get("batch_size_p50") is not None else None),
             })
         res.capacity["speculative"], res.capacity_bracket["speculative"] = self.capacity(sched, cap)
+        if self.compare_drafters is not None:
+            from vidur_specdec.tune.drafters import compare
+
+            res.drafters = compare(self, self.user_loads or check_loads, self.compare_drafters or None)
         return res

@@ -93,6 +93,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     _add_workload(p)
     p.add_argument("--out", required=True, help="trace file, .csv or .jsonl")
 
+    p = sub.add_parser("pin", help="write the vLLM launch arguments that pin the server's acceptance to the "
+                                   "config's (synthetic rejection sampler); a replay then measures timing alone")
+    _add_config(p)
+    p.add_argument("--out", required=True, help="output folder for vllm_pinned.json")
+    _add_overwrite(p)
+
     p = sub.add_parser("replay", help="replay a trace against a server; writes measured.csv")
     p.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     p.add_argument("--trace", required=True, help="trace file (CSV or JSONL)")
@@ -301,6 +307,24 @@ def cmd_generate(args) -> int:
     df = _generate(args, cfg, Path(args.out))
     print(f"wrote {args.out}: {len(df)} requests over {df['arrival_offset_s'].max():.1f} s "
           f"({args.arrival or cfg.workload.arrival} arrivals)")
+    return 0
+
+
+def cmd_pin(args) -> int:
+    from vidur_specdec.validate.pinned import PINNED_FILE, write_pinned
+
+    cfg = _load_cfg(args)
+    target = Path(args.out) / PINNED_FILE
+    if target.exists() and not args.overwrite:
+        raise ConfigError(f"--out: {target} exists; give --overwrite to replace it")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out: {args.out} exists and is not a folder")
+    body = write_pinned(cfg, args.out)
+    for w in body["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    rates = body["speculative_config"]["synthetic_acceptance_rates"]
+    print(f"wrote {target}: synthetic_acceptance_rates {rates} (mean acceptance length "
+          f"{body['mean_acceptance_length']:g}); launch with:\n{body['vllm_serve']}")
     return 0
 
 
@@ -526,7 +550,7 @@ def cmd_fake_server(args) -> int:
     return 0
 
 
-COMMANDS = {"generate": cmd_generate, "replay": cmd_replay, "calibrate": cmd_calibrate, "compare": cmd_compare,
+COMMANDS = {"generate": cmd_generate, "pin": cmd_pin, "replay": cmd_replay, "calibrate": cmd_calibrate, "compare": cmd_compare,
             "steps": cmd_steps, "run": cmd_run, "fake-server": cmd_fake_server}
 
 
