@@ -121,12 +121,15 @@ def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
 
 
 def build_config(base: RunConfig, overrides: Dict[str, Any]) -> RunConfig:
-    from vidur_specdec.config import set_dotted
+    from vidur_specdec.config import set_dotted, unused
 
     d = base.to_dict()
     for key, v in overrides.items():
         set_dotted(d, key, v)
-    cfg = from_dict(d)
+    # the base was checked when loaded and is a template here; a point's own keys must change its run
+    kept = [k for k in unused.leaves(d) if not any(unused.overlaps(k, o) for o in overrides)]
+    cfg = from_dict(d, shared=kept)
+    unused.check_given(overrides, cfg)
     if not cfg.speculative.enabled:
         cfg.speculative = SpeculativeConfig(method="none", num_speculative_tokens=0)
     return cfg
