@@ -88,6 +88,7 @@ USES: Tuple[Use, ...] = (
         "the weight between the two verify-attention bounds"),
     # --- engine: what a drafter pass and a step cost ---
     Use("engine.draft_pass_ms", METHOD, DRAFTERS, "a GPU drafter's graph replay per pass"),
+    Use("engine.draft_pass_ms", "engine.enforce_eager", (False,), "a drafter's graph replay (eager: per layer)"),
     Use("engine.draft_prepare_ms", METHOD, DRAFTERS, "a GPU drafter's input preparation per pass"),
     Use("engine.draft_first_pass_ms", METHOD, DRAFTERS, "a GPU drafter's first-pass preparation"),
     Use("engine.kernel_launch_ms", METHOD, DRAFTERS, "a GPU drafter's small kernels"),
