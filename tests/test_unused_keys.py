@@ -310,3 +310,19 @@ def test_every_set_key_changes_the_run_or_is_refused(trace, method, arrival, eag
         other = json.loads(json.dumps(data))
         _set(other, k, POOL[k][1])
         assert _records(data) != _records(other), f"{k} is set, not refused, and changes nothing the run records"
+
+
+def test_template_keys_of_a_sweep_run_in_its_workers():
+    """A base key some rows read stays in the other rows' configs; the worker runs them as checked."""
+    from vidur_specdec.sweep.worker import run_row
+
+    sweep = load_sweep({"base": {"seed": 1, "workload": {"num_requests": 2, "arrival": "static",
+                                                          "prompt_tokens": {"dist": "fixed", "value": 32},
+                                                          "output_tokens": {"dist": "fixed", "value": 4}},
+                                 "speculative": {"fixed_cost_ms": 2.0}},
+                        "grid": {"speculative.method": ["fixed", "ngram"]}})
+    ngram = sweep.rows[1].config_dict
+    assert ngram["speculative"]["fixed_cost_ms"] == 2.0
+    with pytest.raises(ConfigError, match="speculative.fixed_cost_ms: does nothing"):
+        load(ngram)  # loaded alone, as a user's file, it is refused
+    assert run_row(ngram)["metrics"]["num_steps"] > 0

@@ -338,9 +338,11 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
     drop_partners(data, overrides)  # --set of one name of an aliased pair replaces the file's other name
     given = unused.leaves(apply_overrides({}, overrides))  # the keys --set gives, checked whatever their value
     kept = [k for k in unused.leaves(data) if not any(unused.overlaps(k, g) for g in given)]
-    if given:
+    if isinstance(source, RunConfig):
+        kept = [unused.CHECKED]  # built and checked once; keys a --set of a mode left as a template stay
+    elif given:
         _check_file_alone(data, given)
-    cfg = build_config(apply_overrides(data, overrides), shared=kept if given else ())
+    cfg = build_config(apply_overrides(data, overrides), shared=kept if given or isinstance(source, RunConfig) else ())
     unused.check_given(given, cfg)
     cfg.base_dir = Path(base_dir) if base_dir is not None else None
     return cfg

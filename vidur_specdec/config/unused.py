@@ -36,6 +36,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from vidur_specdec.config.errors import ConfigError
 
+CHECKED = "*"  # in ``shared``: a config built and checked before (a RunConfig, a sweep row or tune point sent to a worker)
 METHOD = "speculative.method"
 ARRIVAL = "workload.arrival"
 GENERATED = ("poisson", "static", "closed")  # arrivals whose requests the simulator draws (not trace)
@@ -212,7 +213,7 @@ def check(cfg, shared: Iterable[str] = ()) -> None:
     checks them across several configs (a sweep's ``base``).
     """
     shared = tuple(shared)
-    for leaf in set_keys(cfg):
+    for leaf in set_keys(cfg) if CHECKED not in shared else ():
         if any(_under(leaf, s) for s in shared):
             continue
         why = refusal(leaf, cfg)

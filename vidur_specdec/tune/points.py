@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig
+from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, unused
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.definition import SweepRow, identity
 from vidur_specdec.sweep.digest import canonical_json, short_sha, code_digest, profile_digests
@@ -144,7 +144,7 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     from vidur_specdec.engine.simulation import simulate
 
     t0 = time.perf_counter()
-    result = simulate(config_dict)
+    result = simulate(from_dict(config_dict, shared=[unused.CHECKED]))  # a point build_config checked
     wall = time.perf_counter() - t0
     m = row_metrics(result)
     from vidur_specdec.tune.loads import overloaded

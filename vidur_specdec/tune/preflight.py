@@ -82,13 +82,13 @@ def _check_axis(base, axis, load: float) -> None:
     from vidur_specdec.tune.loads import workload_overrides
     from vidur_specdec.tune.points import AXES
 
-    why = unused.refusal(axis.key, base)
-    if why:
-        raise ConfigError(f"--load-axis {axis.name}: every load would run the same: {why}")
     point = copy.deepcopy(base)
     for key, value in workload_overrides(base, axis, load).items():
         *path, name = key.split(".")
         setattr(unused.get(point, ".".join(path)), name, value)
+    why = unused.refusal(axis.key, point)
+    if why:
+        raise ConfigError(f"--load-axis {axis.name}: every load would run the same: {why}")
     loads = {a.key for a in AXES.values()}  # the axis replaces the base's load (its qps) by design
     for leaf in unused.set_keys(point):
         why = None if leaf in loads else unused.refusal(leaf, point)
