@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vidur_specdec.hardware.collectives import ALL_REDUCE_MODELS, DEFAULT_ALL_REDUCE  # noqa: E402
+from vidur_specdec.config import DEFAULT_ALL_REDUCE  # noqa: E402
+from vidur_specdec.hardware.collectives import ALL_REDUCE_MODELS  # noqa: E402
 from vidur_specdec.config import ConfigError  # noqa: E402
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.engine.simulation import prepare, run_prepared  # noqa: E402

@@ -1,5 +1,6 @@
 """Shared fixtures: the measured Vidur profiles beside the checkout and small run configs."""
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -11,9 +12,18 @@ MEASURED = SHARED / "vidur-profiles"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _private_predictor_cache(tmp_path_factory):
-    """Keep the tests' fitted-predictor cache out of the user's home (subprocesses inherit it)."""
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+def _private_predictor_cache(request, tmp_path_factory):
+    """The tests' fitted predictors and built profiles: out of the user's home (subprocesses inherit it),
+    shared by every test of a session and kept between sessions in pytest's cache folder
+    (``.pytest_cache``). Entries are keyed by the bytes of their inputs and of the code that fits or
+    builds them, so a kept entry is never stale. ``SPECDEC_TEST_COLD_CACHE=1`` (or ``-p no:cacheprovider``)
+    starts from an empty one."""
+    cache = getattr(request.config, "cache", None)
+    if cache is None or os.environ.get("SPECDEC_TEST_COLD_CACHE") == "1":
+        path = tmp_path_factory.mktemp("xdg-cache")
+    else:
+        path = cache.mkdir("xdg-cache")
+    os.environ["XDG_CACHE_HOME"] = str(path)
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +31,27 @@ def measured_profiles() -> str:
     if not (MEASURED / "a100/meta-llama/Llama-2-7b-hf/mlp.csv").is_file():
         pytest.skip("../shared/vidur-profiles is not beside this checkout")
     return str(MEASURED)
+
+
+@contextlib.contextmanager
+def each_batch(check):
+    """While in use, ``check(scheduler, batch)`` sees every batch the speculative replica scheduler forms
+    (a spy on its ``_get_next_batch``, Vidur's hook; restored on exit)."""
+    from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
+
+    orig = SpecSarathiReplicaScheduler._get_next_batch
+
+    def spy(sched, time):
+        batch = orig(sched, time)
+        if batch is not None:
+            check(sched, batch)
+        return batch
+
+    SpecSarathiReplicaScheduler._get_next_batch = spy
+    try:
+        yield
+    finally:
+        SpecSarathiReplicaScheduler._get_next_batch = orig
 
 
 def small(num_requests=60, qps=4.0, method="ngram", k=4, alpha=0.7, **extra):

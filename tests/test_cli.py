@@ -8,7 +8,7 @@ import pytest
 
 from vidur_specdec import cli
 from vidur_specdec.config import ConfigError, resolve_path, resolve_paths, set_dotted
-from vidur_specdec.main import RUN_FILES, RunFolder
+from vidur_specdec.run import RUN_FILES, RunFolder
 
 
 def _raise(exc):

@@ -5,7 +5,7 @@ import pytest
 
 from vidur_specdec.hardware import collectives
 from vidur_specdec.hardware import custom_all_reduce as CA
-from vidur_specdec.config import ConfigError, EngineConfig
+from vidur_specdec.config import DEFAULT_ALL_REDUCE, ConfigError, EngineConfig
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.hardware.devices import get_device
 
@@ -24,7 +24,7 @@ def _sizes():
 
 def test_registry_and_default():
     assert set(collectives.ALL_REDUCE_MODELS) == {"vllm_custom", "nccl"}
-    assert EngineConfig().all_reduce == collectives.DEFAULT_ALL_REDUCE == "vllm_custom"
+    assert EngineConfig().all_reduce == DEFAULT_ALL_REDUCE == "vllm_custom"
     assert NCCL is collectives.all_reduce_ms  # `nccl` is the calibrated NCCL model, unchanged
     assert load({"engine": {"all_reduce": "nccl"}}).engine.all_reduce == "nccl"
 
@@ -121,14 +121,14 @@ def test_deterministic():
     assert a == b
 
 
-def test_end_to_end_engine_all_reduce(tmp_path):
+def test_end_to_end_engine_all_reduce():
     """engine.all_reduce reaches the step: the same first step pays less comm_ms with vLLM's custom all-reduce;
     runs are deterministic; TP 1 does not depend on the setting."""
     from conftest import small
     from vidur_specdec.engine.simulation import simulate
 
     c = small(num_requests=6, model="meta-llama/Llama-3.1-8B-Instruct", device="h100",
-              speculative={"method": "none"}, predictor={"cache_dir": str(tmp_path / "cache")})
+              speculative={"method": "none"})  # built profiles from the session's shared cache
     run = {name: simulate(c, ["parallel.tensor_parallel_size=2", f"engine.all_reduce={name}"]).steps
            for name in ("vllm_custom", "nccl")}
     first = {k: v["comm_ms"].iloc[0] for k, v in run.items()}

@@ -21,10 +21,12 @@ L31_70B = "meta-llama/Llama-3.1-70B-Instruct"
 L32_1B = "meta-llama/Llama-3.2-1B-Instruct"
 
 
-def cfg_with(tmp_path, **extra):
-    """A small run config whose built profiles go to a per-test cache."""
+def cfg_with(tmp_path, own_cache=False, **extra):
+    """A small run config; with ``own_cache`` its built profiles go to a per-test cache (for tests that look
+    into it), else to the session's shared cache (built profiles are keyed by their inputs, so sharing is pure)."""
     c = small(num_requests=12, **extra)
-    c.setdefault("predictor", {})["cache_dir"] = str(tmp_path / "cache")
+    if own_cache:
+        c.setdefault("predictor", {})["cache_dir"] = str(tmp_path / "cache")
     return c
 
 
@@ -118,7 +120,7 @@ def test_memory_per_gpu_from_the_device():
 def test_model_that_does_not_fit_names_the_smallest_tp(tmp_path):
     from vidur_specdec.engine.simulation import prepare
 
-    cfg = load(cfg_with(tmp_path, model="meta-llama/Llama-2-70b-hf"))
+    cfg = load(cfg_with(tmp_path, own_cache=True, model="meta-llama/Llama-2-70b-hf"))
     with pytest.raises(ConfigError) as e:
         prepare(cfg)
     assert str(e.value).startswith("parallel.tensor_parallel_size: ")
@@ -183,7 +185,7 @@ def test_measured_profile_without_rows_for_the_tp(tmp_path):
 def test_built_profile_is_cached_and_named(tmp_path):
     from vidur_specdec.engine.simulation import prepare, run_prepared
 
-    c = cfg_with(tmp_path, model=L31_8B, device="h200")
+    c = cfg_with(tmp_path, own_cache=True, model=L31_8B, device="h200")
     p = prepare(load(c))
     assert p.profile_source == {"target": "built", "draft": None}
     assert p.predictor.model_spec.name == L31_8B and p.predictor.device_spec.name == "h200"

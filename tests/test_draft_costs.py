@@ -2,39 +2,33 @@
 
 import pytest
 
-from conftest import small
+from conftest import each_batch, small
 from vidur_specdec import simulate
 from vidur_specdec.config import ConfigError
 from vidur_specdec.engine.predictor import StepComposition
 from vidur_specdec.engine.resolve import load
-from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads, draft_passes
 
 
-def _peak_spare(monkeypatch, method, k=4):
+def _peak_spare(method, k=4):
     """Smallest and largest KV slots a decoding request holds beyond its tokens charged, over a run."""
     spare = []
-    orig = SpecSarathiReplicaScheduler._get_next_batch
 
-    def check(self, time):
-        batch = orig(self, time)
-        if batch is not None:
-            bs = self._cache_config.block_size
-            for req, q in zip(batch.requests, batch.num_q_tokens):
-                if req.is_prefill_complete and q > 1:
-                    spare.append(self._allocation_map[req.id] * bs - (req.num_processed_tokens + q))
-        return batch
+    def check(sched, batch):
+        bs = sched._cache_config.block_size
+        for req, q in zip(batch.requests, batch.num_q_tokens):
+            if req.is_prefill_complete and q > 1:
+                spare.append(sched._allocation_map[req.id] * bs - (req.num_processed_tokens + q))
 
-    monkeypatch.setattr(SpecSarathiReplicaScheduler, "_get_next_batch", check)
-    simulate(small(num_requests=12, method=method, k=k))
-    monkeypatch.undo()
+    with each_batch(check):
+        simulate(small(num_requests=12, method=method, k=k))
     return min(spare), max(spare)
 
 
-def test_eagle_family_runs_hold_k_lookahead_slots_and_ngram_none(monkeypatch):
+def test_eagle_family_runs_hold_k_lookahead_slots_and_ngram_none():
     for method in ("eagle", "mtp", "draft_model"):
-        assert _peak_spare(monkeypatch, method)[0] >= 4, method
-    lo, _ = _peak_spare(monkeypatch, "ngram")
+        assert _peak_spare(method)[0] >= 4, method
+    lo, _ = _peak_spare("ngram")
     assert lo < 4  # n-gram (and suffix, medusa) reserve only the step's own tokens
 
 

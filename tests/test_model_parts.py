@@ -9,7 +9,8 @@ from vidur.utils.memory_planner import MemoryPlanner
 from vidur.utils.param_counter import ParamCounter
 
 from vidur_specdec.costs import memory
-from vidur_specdec.speculation.acceptance import AcceptanceModel, expected_tokens_per_step, pmf_from_rates
+from vidur_specdec.speculation.acceptance import (AcceptanceModel, RequestAcceptance, expected_tokens_per_step,
+                                                  pmf_from_rates)
 from vidur_specdec.architectures.models import KNOWN_MODELS, get_model
 from vidur_specdec.engine.predictor import StepComposition, load_time_model, locate_profile
 from vidur_specdec.speculation.proposers.draft_model import DraftModelProposer
@@ -43,9 +44,14 @@ def test_per_position_rates_are_conditional():
 
 def test_draws_are_clamped_to_the_guesses_and_streams_are_per_request():
     acc = AcceptanceModel(pmf_from_rates([0.8] * 4), seed=7)
-    assert acc.accepted(0.999999, 4) == 4
-    assert acc.accepted(0.999999, 2) == 2
-    assert acc.accepted(0.0, 4) == 0
+    cdf = np.cumsum(acc.pmf).tolist()
+
+    def accepted(u, guesses):
+        return RequestAcceptance(cdf, acc.k, np.array([u])).next(guesses, 0)
+
+    assert accepted(0.999999, 4) == 4
+    assert accepted(0.999999, 2) == 2
+    assert accepted(0.0, 4) == 0
     a, b = acc.stream(3, 100), acc.stream(3, 100)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, acc.stream(4, 100))

@@ -7,6 +7,23 @@ import pytest
 from vidur_specdec.costs import routing as r
 
 
+def fit_rho(n_tokens: int, distinct: float, num_experts: int, top_k: int, zipf_s: float = 0.0) -> float:
+    """rho at which one request's block of ``n_tokens`` wakes ``distinct`` experts (bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if r.expected_distinct([n_tokens], num_experts, top_k, mid, zipf_s) > distinct:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def step_groups(decodes: int = 0, verify_lengths=(), prefill_chunks=()) -> list:
+    """Group sizes of a step: plain decodes, verify blocks of k guesses (k+1 tokens), prefill chunks."""
+    return [1] * int(decodes) + [int(k) + 1 for k in verify_lengths] + [int(c) for c in prefill_chunks]
+
+
 def test_uniform_independent_limit_closed_form():
     for E, k, n in [(8, 2, 1), (8, 2, 7), (128, 8, 6), (256, 8, 64)]:
         want = E * (1 - (1 - k / E) ** n)
@@ -34,7 +51,7 @@ def test_monotone_and_bounded():
 def test_default_rho_reproduces_calibration_point():
     # OpenVINO GenAI #4390: Qwen3-30B-A3B, 6-token verify block of one request ~ 24 experts
     assert r.expected_distinct([6], 128, 8) == pytest.approx(24, abs=0.5)
-    assert r.fit_rho(6, 24, 128, 8) == pytest.approx(0.55, abs=0.01)
+    assert fit_rho(6, 24, 128, 8) == pytest.approx(0.55, abs=0.01)
 
 
 def test_marginals_sum_to_top_k_and_cap_at_one():
@@ -43,24 +60,21 @@ def test_marginals_sum_to_top_k_and_cap_at_one():
     assert p.max() <= 1 + 1e-12 and (np.diff(p) <= 1e-12).all()
 
 
-def test_step_routing_load_stats():
-    s = r.step_routing(r.step_groups(decodes=64), 256, 8, rho=0.0)
-    assert s.tokens == 64 and s.mean_tokens_per_expert == pytest.approx(2.0)
-    assert s.imbalance >= 1 and s.max_tokens_per_expert <= 64
-    v = r.step_routing(r.step_groups(verify_lengths=[3] * 16), 256, 8)  # same 64 rows, correlated
-    assert v.max_tokens_per_expert > s.max_tokens_per_expert * 0.99
-    assert r.step_routing([], 8, 2).tokens == 0
-
-
 def test_ep_rank_loads_sum():
-    woken, rows = r.ep_rank_loads([1] * 32 + [4] * 8, 256, 8, ep=8, zipf_s=0.8)
-    assert woken.sum() == pytest.approx(r.expected_distinct([1] * 32 + [4] * 8, 256, 8, zipf_s=0.8))
+    g = np.array([1] * 32 + [4] * 8)
+    (woken, _), (rows, _) = r._rank_loads(g, 256, 8, 8, r.DEFAULT_RHO, 0.8, "interleaved")
+    assert woken.sum() == pytest.approx(r.expected_distinct(list(g), 256, 8, zipf_s=0.8))
     assert rows.sum() == pytest.approx(64 * 8)
-    _, rows_c = r.ep_rank_loads([1] * 32, 256, 8, ep=8, zipf_s=0.8, placement="contiguous")
-    _, rows_i = r.ep_rank_loads([1] * 32, 256, 8, ep=8, zipf_s=0.8)
+    one = np.ones(32, dtype=int)
+    _, (rows_c, _) = r._rank_loads(one, 256, 8, 8, r.DEFAULT_RHO, 0.8, "contiguous")
+    _, (rows_i, _) = r._rank_loads(one, 256, 8, 8, r.DEFAULT_RHO, 0.8, "interleaved")
     assert rows_c.max() > rows_i.max()
+    assert r.ep_busiest_rank([1] * 32, 256, 8, 8, zipf_s=0.8)[1] > r.ep_busiest_rank(
+        [1] * 32, 256, 8, 8, zipf_s=0.8, placement="interleaved")[1]
     with pytest.raises(ValueError):
-        r.ep_rank_loads([1], 256, 8, ep=3)
+        r.ep_busiest_rank([1], 256, 8, ep=3)
+    with pytest.raises(ValueError):
+        r.ep_busiest_rank([1], 256, 8, ep=8, placement="striped")
 
 
 def test_bad_inputs():
@@ -74,13 +88,15 @@ def test_bad_inputs():
 
 
 def test_deterministic_and_fast():
-    g = r.step_groups(decodes=200, verify_lengths=[4] * 56, prefill_chunks=[512, 1024])
-    a = r.step_routing(g, 256, 8)
-    t0 = time.perf_counter()
-    for _ in range(200):
-        b = r.step_routing(g, 256, 8)
-    assert a == b
-    assert (time.perf_counter() - t0) / 200 < 2e-3  # well under 2 ms per call
+    g = step_groups(decodes=200, verify_lengths=[4] * 56, prefill_chunks=[512, 1024])
+    # priced every MoE step: the distinct experts (any EP size), and the busiest EP rank (EP runs)
+    for call, budget in ((lambda: r.expected_distinct(g, 256, 8), 2e-3), (lambda: r.ep_busiest_rank(g, 256, 8, 8), 5e-3)):
+        a = call()
+        t0 = time.perf_counter()
+        for _ in range(200):
+            b = call()
+        assert a == b
+        assert (time.perf_counter() - t0) / 200 < budget  # ms per call
 
 
 def test_verify_block_wakes_more_than_one_token_and_never_more_than_the_model_has():

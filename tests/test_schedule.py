@@ -6,10 +6,9 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import REPO, small
+from conftest import REPO, each_batch, small
 from vidur_specdec.config import ConfigError
 from vidur_specdec.engine.resolve import from_dict
-from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
 from vidur_specdec.speculation.schedule import KEY, KSchedule, config_warnings, parse
 from vidur_specdec.engine.simulation import simulate
 
@@ -96,24 +95,20 @@ def test_schedule_of_zeros_is_plain_decoding_and_one_range_is_static_k():
 
 
 @pytest.mark.parametrize("method,lookahead", [("draft_model", 6), ("ngram", 0)])
-def test_lookahead_kv_is_sized_by_the_static_maximum(monkeypatch, method, lookahead):
+def test_lookahead_kv_is_sized_by_the_static_maximum(method, lookahead):
     held, short = [], []
-    orig = SpecSarathiReplicaScheduler._get_next_batch
 
-    def check(self, time):
-        batch = orig(self, time)
-        if batch is not None:
-            bs = self._cache_config.block_size
-            for req, q in zip(batch.requests, batch.num_q_tokens):
-                if req.is_prefill_complete and (q > 1 or lookahead):  # a plain n-gram decode keeps Sarathi's rule
-                    have = self._allocation_map[req.id] * bs
-                    assert have >= req.num_processed_tokens + q + lookahead
-                    held.append(q)
-                    short.append(have < req.num_processed_tokens + q + 6)
-        return batch
+    def check(sched, batch):
+        bs = sched._cache_config.block_size
+        for req, q in zip(batch.requests, batch.num_q_tokens):
+            if req.is_prefill_complete and (q > 1 or lookahead):  # a plain n-gram decode keeps Sarathi's rule
+                have = sched._allocation_map[req.id] * bs
+                assert have >= req.num_processed_tokens + q + lookahead
+                held.append(q)
+                short.append(have < req.num_processed_tokens + q + 6)
 
-    monkeypatch.setattr(SpecSarathiReplicaScheduler, "_get_next_batch", check)
-    res = simulate(with_schedule({"1-4096": 1}, num_requests=30, k=6, method=method))
+    with each_batch(check):
+        res = simulate(with_schedule({"1-4096": 1}, num_requests=30, k=6, method=method))
     assert held and max(held) == 2 and (res.steps["k"].iloc[1:] == 1).all()
     assert any(short) == (lookahead == 0)  # n-gram holds no lookahead slots: some steps have fewer than k spare
 

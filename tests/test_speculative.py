@@ -5,10 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from conftest import small
+from conftest import each_batch, small
 from vidur_specdec import run_vidur_sarathi, simulate
 from vidur_specdec.speculation.acceptance import expected_tokens_per_step
-from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
 
 
 def _tokens_right(res):
@@ -131,24 +130,20 @@ def test_verify_tokens_fit_the_chunk_budget():
     _tokens_right(res)
 
 
-def test_lookahead_kv_is_held_before_every_verify_step(monkeypatch):
+def test_lookahead_kv_is_held_before_every_verify_step():
     seen = []
-    orig = SpecSarathiReplicaScheduler._get_next_batch
 
-    def checked(self, time):
-        batch = orig(self, time)
-        if batch is not None:
-            bs = self._cache_config.block_size
-            for req, q in zip(batch.requests, batch.num_q_tokens):
-                if req.is_prefill_complete and q > 1:
-                    assert self._allocation_map[req.id] * bs >= req.num_processed_tokens + q
-                    seen.append(q)
-        return batch
+    def check(sched, batch):
+        bs = sched._cache_config.block_size
+        for req, q in zip(batch.requests, batch.num_q_tokens):
+            if req.is_prefill_complete and q > 1:
+                assert sched._allocation_map[req.id] * bs >= req.num_processed_tokens + q
+                seen.append(q)
 
-    monkeypatch.setattr(SpecSarathiReplicaScheduler, "_get_next_batch", checked)
     cfg = small(num_requests=40, k=6)
     cfg["scheduler"] = {"num_blocks": 300}
-    _tokens_right(simulate(cfg))
+    with each_batch(check):
+        _tokens_right(simulate(cfg))
     assert seen
 
 

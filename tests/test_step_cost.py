@@ -10,7 +10,7 @@ from conftest import MEASURED, small
 from vidur_specdec.hardware import collectives
 from vidur_specdec.hardware import collectives_fit
 from vidur_specdec.costs import step_overheads
-from vidur_specdec.config import ConfigError, EngineConfig
+from vidur_specdec.config import DEFAULT_ALL_REDUCE, ConfigError, EngineConfig
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.hardware.devices import get_device
 from vidur_specdec.architectures.models import KNOWN_MODELS
@@ -159,7 +159,7 @@ def test_engine_overheads_only_slow_steps_down():
     assert not math.isnan(full.summary["tpot_ms"]["mean"])
 
 
-def _predictor(tp: int, all_reduce: str = collectives.DEFAULT_ALL_REDUCE):
+def _predictor(tp: int, all_reduce: str = DEFAULT_ALL_REDUCE):
     from vidur.config import CacheConfig, ReplicaConfig
 
     from vidur_specdec.speculation import proposers

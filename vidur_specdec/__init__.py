@@ -11,11 +11,12 @@ and profile tools start quickly. The package is laid out by layer, bottom to
 top: ``config`` (schema, files, errors), ``hardware``, ``architectures``,
 ``costs``, ``speculation``, ``engine``, ``console`` (command-line plumbing),
 the applications ``sweep``, ``validate``, ``report``, ``profiles``, then
-``tune``, and the dispatcher ``cli`` / ``main``; a lower layer never imports a
+``tune`` and the ``run`` subcommand, and the dispatcher ``cli`` / ``main``; a lower layer never imports a
 higher one (the import contract in ``pyproject.toml``).
 """
 
 from vidur_specdec.config import ConfigError, RunConfig
+import importlib
 
 __all__ = ["simulate", "run_vidur_sarathi", "SimulationResult", "RunConfig", "ConfigError", "load"]
 __version__ = "0.1.0"
@@ -27,7 +28,5 @@ _LAZY = {"simulate": "vidur_specdec.engine.simulation", "run_vidur_sarathi": "vi
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'vidur_specdec' has no attribute {name!r}")

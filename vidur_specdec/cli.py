@@ -38,10 +38,11 @@ from vidur_specdec.console import (  # noqa: F401 (re-exported)
     guarded,
     report_error,
 )
+from vidur_specdec import __version__
 
 # (name, module, one-line help): the subcommands, in --help order.
 SUBCOMMANDS = [
-    ("run", "vidur_specdec.main", "simulate one run config; writes requests.csv, steps.csv, summary.json"),
+    ("run", "vidur_specdec.run", "simulate one run config; writes requests.csv, steps.csv, summary.json"),
     ("sweep", "vidur_specdec.sweep.cli", "run every row of a sweep file, in parallel and resumably, into one CSV"),
     ("report", "vidur_specdec.report", "write the results explorer page (HTML) for a sweep CSV"),
     ("tune", "vidur_specdec.tune.cli", "find where speculation stops paying, the best k per load and a per-batch-size k schedule; write a vLLM speculative_config"),
@@ -58,7 +59,6 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     ap = Parser(prog=PROG, description="Simulate speculative decoding in LLM serving on Vidur. "
                                        "Exit status: 0 ok, 2 bad input, 3 failed external service, "
                                        "130 interrupted.")
-    from vidur_specdec import __version__
 
     ap.add_argument("--version", action="version", version=f"vidur_specdec {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)

@@ -28,6 +28,7 @@ import sys
 from typing import Callable
 
 from vidur_specdec.config import ConfigError
+import errno
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -95,8 +96,6 @@ def _one_line(text: str) -> str:
 
 
 def _os_error_text(e: OSError) -> str:
-    import errno
-
     where = e.filename if e.filename is not None else ""
     if where and e.errno in (errno.EEXIST, errno.ENOTDIR) and not getattr(e, "filename2", None):
         return f"{where}: a file is in the way where a folder is needed ({e.strerror})"

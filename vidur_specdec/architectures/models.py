@@ -16,6 +16,7 @@ from typing import Dict, Mapping, Optional, Union
 
 from vidur_specdec.architectures.errors import ModelError
 from vidur_specdec.config import ConfigError  # noqa: F401 (ModelError's base, imported from here by callers)
+from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,7 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     if not isinstance(cfg, Mapping):
         raise ModelError(f"{where}: a config.json must hold a JSON object")
     archs = cfg.get("architectures") or []
+    # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
     from vidur_specdec.architectures import moe
 
     if isinstance(archs, list) and any(a in moe.MOE_ARCHITECTURES for a in archs):
@@ -333,7 +335,6 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
         except json.JSONDecodeError:
             raise ModelError(f"{where}: is not valid JSON") from None
         return model_from_hf_config(data, path.parent.name or path.stem, where)
-    from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
     data = parse_yaml_text(text, str(path), key)
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):

@@ -17,9 +17,10 @@ from vidur_specdec.config.files import (  # noqa: F401
     read_yaml,
     set_dotted,
 )
-from vidur_specdec.config.paths import PATH_KEYS, register_path_key, resolve_path, resolve_paths  # noqa: F401
+from vidur_specdec.config.paths import PATH_KEYS, resolve_path, resolve_paths  # noqa: F401
 from vidur_specdec.config.schema import (  # noqa: F401
     DEFAULT_ALL_REDUCE,
+    GLOBAL_SCHEDULERS,
     LENGTH_DISTS,
     MAX_K,
     TP_SIZES,

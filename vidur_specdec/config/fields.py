@@ -55,6 +55,7 @@ def _range_text(meta, tp) -> str:
 def _plain(value: Any) -> Any:
     """numpy scalars (``numpy.int64``, ``numpy.float32``, ``numpy.bool_``) and arrays as Python values."""
     try:
+        # lazy: optional dependency (ImportError handled)
         import numpy as np
     except ImportError:  # pragma: no cover - numpy is a dependency
         return value

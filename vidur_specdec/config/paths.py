@@ -18,7 +18,6 @@ from typing import Any, Dict, Optional, Sequence, Union
 # a sweep file, or a sweep's base file): key -> (keywords, suffixes). A value among the
 # keywords (e.g. ``shipped``) stays as written; with suffixes, only a value ending in one
 # of them is a path (``model: my_model.yaml``; a registered model name stays a name).
-# Other modules add their keys with register_path_key.
 PATH_KEYS: Dict[str, tuple] = {
     "profiles": (("shipped",), None),
     "workload.trace_file": ((), None),
@@ -30,11 +29,6 @@ PATH_KEYS: Dict[str, tuple] = {
     "speculative.model": ((), (".yaml", ".yml")),  # an EAGLE/MTP/Medusa head described by a YAML
     "speculative.acceptance_trace": ((), None),
 }
-
-
-def register_path_key(key: str, keywords: Sequence[str] = (), suffixes: Optional[Sequence[str]] = None) -> None:
-    """Declare a dotted config key path-valued; ``keywords`` stay as written, ``suffixes`` limit what is a path."""
-    PATH_KEYS[key] = (tuple(keywords), tuple(suffixes) if suffixes else None)
 
 
 def resolve_path(value: Any, base: Union[str, Path, None], keywords: Sequence[str] = (),

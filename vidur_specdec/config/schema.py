@@ -35,6 +35,9 @@ TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes the simulator models (one 8-GPU
 QUANTIZATIONS = ("fp8", "mxfp4")  # quantization values modelled (null: the checkpoint's own format)
 KV_CACHE_DTYPES = ("auto", "fp8")  # kv_cache_dtype values modelled
 MAX_K = 64  # guesses per request per step (a token tree's node count)
+# parallel.global_scheduler values: Vidur's own global schedulers by their GlobalSchedulerType names
+# (vidur 0.0.26 vidur/types/global_scheduler_type.py; engine.simulation maps each to its Vidur config)
+GLOBAL_SCHEDULERS = ("round_robin", "lor")
 DEFAULT_ALL_REDUCE = "vllm_custom"  # engine.all_reduce default: vLLM's custom all-reduce (hardware.collectives checks it is registered)
 
 
@@ -81,7 +84,7 @@ class WorkloadConfig:
 
 @dataclass
 class SchedulerConfig:
-    """Sarathi replica scheduler (pipeline parallel 1, tensor parallel 1)."""
+    """Sarathi replica scheduler of each replica (pipeline parallel 1; tensor parallel: :class:`ParallelConfig`)."""
 
     chunk_size: Optional[int] = _f(None, lo=1, hi=1_000_000, doc="alias of max_num_batched_tokens")
     batch_size_cap: Optional[int] = _f(None, lo=1, hi=100_000, doc="alias of max_num_seqs")
@@ -109,7 +112,7 @@ class ParallelConfig:
 
     # --- replicas ---
     num_replicas: int = _f(1, lo=1, hi=1024, doc="identical replicas behind one global scheduler")
-    global_scheduler: str = _f("round_robin", choices=("round_robin", "lor"),
+    global_scheduler: str = _f("round_robin", choices=GLOBAL_SCHEDULERS,
                                doc="Vidur's global scheduler: round_robin or lor (least outstanding requests)")
 
 

@@ -72,6 +72,7 @@ PARTNERS.update({b: a for a, b in PARTNERS.items()})
 
 def drop_partners(data, overrides) -> None:
     """An override of one name of a pair (``--set scheduler.chunk_size=256``) replaces the file's other name."""
+    # lazy: import cycle through vidur_specdec
     from vidur_specdec.config.files import override_list, parse_set  # noqa: E402 (files imports errors only)
 
     sched = data.get("scheduler") if isinstance(data, dict) else None

@@ -30,9 +30,10 @@ from typing import Optional, Union
 from vidur_specdec.config import TP_SIZES  # noqa: F401 (re-exported: the TP sizes the simulator models)
 from vidur_specdec.hardware.devices import DeviceSpec, get_device
 from vidur_specdec.architectures.models import ModelSpec
+from vidur_specdec.costs.profiles.params import DTYPE_BYTES  # fp16/bf16 weights and KV
+from vidur_specdec.costs.profiles.builder import ProfileError, check_tp
 
 GIB = 1024**3
-DTYPE_BYTES = 2  # fp16/bf16 weights and KV
 
 
 class NoRoomError(ValueError):
@@ -48,6 +49,7 @@ def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1) -> int:
     ``1/tp`` slice of every expert.
     """
     if model.is_moe or model.quantization:
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
 
         per_gpu = model.num_experts / ep if ep > 1 else None
@@ -129,8 +131,6 @@ def tp_fits(model: ModelSpec, tp: int) -> bool:
     divisible by tp; ``get_num_kv_heads``: KV heads split when tp divides them,
     replicated when they divide tp; MLP columns split evenly).
     """
-    from vidur_specdec.costs.profiles.builder import ProfileError, check_tp
-
     try:
         check_tp(model, tp)
     except ProfileError:

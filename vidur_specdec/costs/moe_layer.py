@@ -1,7 +1,7 @@
 """Time of one mixture-of-experts MLP layer for one step, on the profile builder's roofline.
 
-A step is a list of token *groups* (:func:`vidur_specdec.costs.routing.step_groups`:
-a prefill chunk, a plain decode, a verify block of k+1 tokens of one request).
+A step is a list of token *groups* (:mod:`vidur_specdec.costs.routing`: a prefill
+chunk, a plain decode, a verify block of k+1 tokens of one request).
 On one of ``tp`` GPUs (every expert split ``1/tp`` wide, vLLM's default without
 expert parallelism) one MoE layer runs
 
@@ -27,8 +27,6 @@ from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
 from vidur_specdec.costs import routing
 from vidur_specdec.costs.profiles import params as P
 from vidur_specdec.costs.profiles.builder import complete_device_fields, fp8_device, gemm_ms, stream_ms
-
-ACT_BYTES = 2  # bf16 activations
 
 
 def expert_bytes_per_weight(spec) -> float:
@@ -67,21 +65,21 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     # MXFP4 experts on Hopper run W4A16 (OpenAI triton_kernels: bf16 activations), so at the bf16 rate
     fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
     # router GEMM + top-k / softmax over T x E scores
-    ms = float(gemm_ms(tokens, h, E, dev, g, ACT_BYTES))
+    ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES))
     ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
     # routed experts: grouped GEMM over the woken experts (gate_up then down, two launches)
     flops = 2.0 * rows * 3 * h * f
     floor = woken * 2.0 * P.KERNEL["gemm_tile_m"] * 3 * h * f
     t_compute = max(flops, floor) / (fdev["peak_flops"] * g["compute_eff_max"])
-    nbytes = woken * 3 * h * f * wb + rows * (2 * h + 3 * f) * ACT_BYTES
+    nbytes = woken * 3 * h * f * wb + rows * (2 * h + 3 * f) * P.DTYPE_BYTES
     t_memory = nbytes / (dev["mem_bw"] * g["mem_eff"])
     pw = g["overlap_exp"]
     ms += (t_compute**pw + t_memory**pw) ** (1.0 / pw) * 1e3 + 2 * g["launch_ms"]
-    ms += float(stream_ms(3.0 * rows * f * ACT_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
+    ms += float(stream_ms(3.0 * rows * f * P.DTYPE_BYTES, dev, e["mlp_act"], l2))  # SiLU(gate) * up
     if spec.shared_ffn_size:
         sf = spec.shared_ffn_size / tp
-        sb = 1 if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
-        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, ACT_BYTES, weight_b=sb))
-               + float(gemm_ms(tokens, sf, h, fdev, g, ACT_BYTES, weight_b=sb)))
-        ms += float(stream_ms(3.0 * tokens * sf * ACT_BYTES, dev, e["mlp_act"], l2))
+        sb = spec.linear_weight_bytes if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
+        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, P.DTYPE_BYTES, weight_b=sb))
+               + float(gemm_ms(tokens, sf, h, fdev, g, P.DTYPE_BYTES, weight_b=sb)))
+        ms += float(stream_ms(3.0 * tokens * sf * P.DTYPE_BYTES, dev, e["mlp_act"], l2))
     return ms, distinct

@@ -41,7 +41,6 @@ Counts are experts (expected values, not integers); groups are token counts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence, Tuple
 
@@ -49,15 +48,6 @@ import numpy as np
 
 DEFAULT_RHO = 0.55
 DEFAULT_ZIPF_S = 0.0
-
-
-@dataclass(frozen=True)
-class StepRouting:
-    expected_distinct: float  # experts woken in this layer (expected)
-    tokens: int  # token rows routed (sum of group sizes)
-    mean_tokens_per_expert: float  # tokens * top_k / E
-    max_tokens_per_expert: float  # expected busiest expert (estimate)
-    imbalance: float  # max / mean (>= 1)
 
 
 def _check(num_experts: int, top_k: int, rho: float, zipf_s: float) -> None:
@@ -131,11 +121,6 @@ def expected_distinct(groups: Sequence[int], num_experts: int, top_k: int,
     return float(np.sum(-np.expm1(_log_not_woken(n, p, b))))
 
 
-def step_groups(decodes: int = 0, verify_lengths: Sequence[int] = (), prefill_chunks: Sequence[int] = ()) -> list:
-    """Group sizes of a step: ``decodes`` plain decodes, verify blocks of k guesses (k+1 tokens), prefill chunks."""
-    return [1] * int(decodes) + [int(k) + 1 for k in verify_lengths] + [int(c) for c in prefill_chunks]
-
-
 def _group_var(n: np.ndarray, p, a, b) -> np.ndarray:
     """Variance of the count of expert e within groups of sizes n (summed over groups): (E,)."""
     lam = np.clip(a - b, -1.0, 1.0)
@@ -154,48 +139,26 @@ def _group_var(n: np.ndarray, p, a, b) -> np.ndarray:
     return tot
 
 
-def step_routing(groups: Sequence[int], num_experts: int, top_k: int,
-                 rho: float = DEFAULT_RHO, zipf_s: float = DEFAULT_ZIPF_S) -> StepRouting:
-    """Distinct experts and per-expert token load of one MoE layer for the step ``groups``."""
-    _check(num_experts, top_k, rho, zipf_s)
-    n = _group_sizes(groups)
-    tokens = int(n.sum()) if n.size else 0
-    if tokens == 0:
-        return StepRouting(0.0, 0, 0.0, 0.0, 1.0)
-    p, a, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
-    distinct = float(np.sum(-np.expm1(_log_not_woken(n, p, b))))
-    mu = tokens * p
-    sd = np.sqrt(_group_var(n, p, a, b))
-    z = math.sqrt(2.0 * math.log(num_experts)) if num_experts > 1 else 0.0
-    mx = float(np.max(np.minimum(float(tokens), mu + z * sd)))
-    mean = tokens * top_k / num_experts
-    mx = max(mx, mean)
-    return StepRouting(distinct, tokens, mean, mx, mx / mean)
-
-
-def ep_rank_loads(groups: Sequence[int], num_experts: int, top_k: int, ep: int,
-                  rho: float = DEFAULT_RHO, zipf_s: float = DEFAULT_ZIPF_S,
-                  placement: str = "interleaved") -> Tuple[np.ndarray, np.ndarray]:
-    """Expected (distinct experts woken, token rows) per EP rank.
-
-    ``placement``: "interleaved" puts popularity rank i on GPU i % ep (a balanced placement,
-    like EPLB without replicas); "contiguous" puts the ep-th slices in popularity order
-    (hot experts together: a worst case).
-    """
-    _check(num_experts, top_k, rho, zipf_s)
-    if ep < 1 or num_experts % ep:
-        raise ValueError(f"ep={ep} must divide num_experts={num_experts}")
-    n = _group_sizes(groups)
-    p, _, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
-    woken = -np.expm1(_log_not_woken(n, p, b)) if n.size else np.zeros(num_experts)
-    rows = (n.sum() if n.size else 0) * p
+def _owner(num_experts: int, ep: int, placement: str) -> np.ndarray:
+    """The EP rank holding each expert (popularity order): ``contiguous`` is vLLM's default ``linear``
+    placement (GPU r holds experts ``[r E/ep, (r+1) E/ep)``), ``interleaved`` puts expert i on GPU i % ep."""
+    if placement == "contiguous":
+        return np.arange(num_experts) // (num_experts // ep)
     if placement == "interleaved":
-        owner = np.arange(num_experts) % ep
-    elif placement == "contiguous":
-        owner = np.arange(num_experts) // (num_experts // ep)
-    else:
-        raise ValueError(f"placement must be 'interleaved' or 'contiguous', got {placement!r}")
-    return np.bincount(owner, woken, ep), np.bincount(owner, rows, ep)
+        return np.arange(num_experts) % ep
+    raise ValueError(f"placement must be 'interleaved' or 'contiguous', got {placement!r}")
+
+
+def _rank_loads(n: np.ndarray, num_experts: int, top_k: int, ep: int, rho: float, zipf_s: float, placement: str):
+    """Per EP rank: (mean, sd) of distinct experts woken and (mean, sd) of token rows, for group sizes ``n``."""
+    p, a, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
+    woken = -np.expm1(_log_not_woken(n, p, b))
+    owner = _owner(num_experts, ep, placement)
+    w_mean = np.bincount(owner, woken, ep)
+    w_sd = np.sqrt(np.bincount(owner, woken * (1.0 - woken), ep))
+    r_mean = np.bincount(owner, n.sum() * p, ep)
+    r_sd = np.sqrt(np.bincount(owner, _group_var(n, p, a, b), ep))
+    return (w_mean, w_sd), (r_mean, r_sd)
 
 
 def ep_busiest_rank(groups: Sequence[int], num_experts: int, top_k: int, ep: int,
@@ -203,7 +166,7 @@ def ep_busiest_rank(groups: Sequence[int], num_experts: int, top_k: int, ep: int
                     placement: str = "contiguous") -> Tuple[float, float]:
     """(distinct experts woken, token rows) on the busiest of ``ep`` expert-parallel GPUs, expected.
 
-    Per rank, :func:`ep_rank_loads` gives the expected experts woken and rows; the
+    Per rank, :func:`_rank_loads` gives the expected experts woken and rows; the
     busiest rank is estimated by the same Gaussian extreme-value bound as the
     busiest expert: ``mean + sd sqrt(2 ln ep)`` over ranks, capped at what a rank
     can hold (its ``E/ep`` experts; every row of the step ``top_k`` times at most,
@@ -214,37 +177,16 @@ def ep_busiest_rank(groups: Sequence[int], num_experts: int, top_k: int, ep: int
     experts ``[r E/ep, (r+1) E/ep)``); with ``zipf_s`` 0 placement does not matter.
     """
     if ep <= 1:
-        r = step_routing(groups, num_experts, top_k, rho, zipf_s)
-        return r.expected_distinct, float(r.tokens * top_k)
+        return expected_distinct(groups, num_experts, top_k, rho, zipf_s), float(sum(int(g) for g in groups) * top_k)
     _check(num_experts, top_k, rho, zipf_s)
     if num_experts % ep:
         raise ValueError(f"ep={ep} must divide num_experts={num_experts}")
     n = _group_sizes(groups)
     if n.size == 0:
         return 0.0, 0.0
-    p, a, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
-    woken = -np.expm1(_log_not_woken(n, p, b))
-    rows = n.sum() * p
-    owner = (np.arange(num_experts) // (num_experts // ep) if placement == "contiguous"
-             else np.arange(num_experts) % ep)
+    (w_mean, w_sd), (r_mean, r_sd) = _rank_loads(n, num_experts, top_k, ep, rho, zipf_s, placement)
     z = math.sqrt(2.0 * math.log(ep))
-    w_mean = np.bincount(owner, woken, ep)
-    w_sd = np.sqrt(np.bincount(owner, woken * (1.0 - woken), ep))
-    r_mean = np.bincount(owner, rows, ep)
-    r_sd = np.sqrt(np.bincount(owner, _group_var(n, p, a, b), ep))
     per_rank = num_experts // ep
     busiest_w = float(np.max(np.minimum(per_rank, w_mean + z * w_sd)))
     busiest_r = float(np.max(np.minimum(float(n.sum()) * min(top_k, per_rank), r_mean + z * r_sd)))
     return busiest_w, busiest_r
-
-
-def fit_rho(n_tokens: int, distinct: float, num_experts: int, top_k: int, zipf_s: float = 0.0) -> float:
-    """rho at which one request's block of ``n_tokens`` wakes ``distinct`` experts (bisection)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if expected_distinct([n_tokens], num_experts, top_k, mid, zipf_s) > distinct:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)

@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from vidur_specdec.hardware.collectives import all_reduce_ms
 from vidur_specdec.costs.lm_head import lm_head_ms
+from vidur_specdec.costs.profiles.params import DTYPE_BYTES
 
-LOGIT_BYTES = 4  # vLLM computes sampling on fp32 logits
-LOGITS_DTYPE_BYTES = 2  # the LM head's output (bf16) as gathered across TP ranks
+SAMPLING_LOGIT_BYTES = 4  # vLLM computes sampling on fp32 logits (the LM head's own output is bf16: DTYPE_BYTES)
 
 
 def logit_rows(batch) -> int:
@@ -104,8 +104,8 @@ class StepOverheads:
                 if self.lm_head:
                     head = lm_head_ms(self.device, hidden, vocab, self.tp, rows)
                     if self.tp > 1:
-                        head += all_reduce_ms(self.device, self.tp, rows * vocab * LOGITS_DTYPE_BYTES // 2)
-                sample += (self.sampling_logit_passes * rows * vocab * LOGIT_BYTES
+                        head += all_reduce_ms(self.device, self.tp, rows * vocab * DTYPE_BYTES // 2)
+                sample += (self.sampling_logit_passes * rows * vocab * SAMPLING_LOGIT_BYTES
                            / self.device.hbm_bandwidth * 1e3)
         overhead = self.step_overhead_ms + self.overhead_ms_per_request * num_reqs + self.launch_ms
         if verifying:

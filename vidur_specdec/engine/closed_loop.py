@@ -79,7 +79,7 @@ class ClosedLoopMixin:
             self._arrive(0.0, request)
 
     def _arrive(self, time: float, request: Request) -> None:
-        request._arrived_at = time  # Vidur's Request keeps its arrival here; the arrival is dynamic
+        request._arrived_at = time  # Vidur's Request has no setter for arrived_at; the arrival is dynamic
         self._add_event(RequestArrivalEvent(time, request))
 
     def _next_arrives(self, time: float) -> None:

@@ -20,8 +20,9 @@ from vidur_specdec.costs import memory
 from vidur_specdec.architectures.models import ModelSpec, resolve_model
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.costs.memory import TP_SIZES, NoRoomError, tp_fits
-from vidur_specdec.hardware.devices import DeviceSpec, get_device
+from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec, get_device
 from vidur_specdec.costs.profiles.on_demand import ProfileChoice, choose_profile
+from vidur_specdec.speculation import acceptance as acceptance_mod, proposers
 
 
 def with_formats(model: ModelSpec, cfg: RunConfig) -> ModelSpec:
@@ -209,6 +210,7 @@ def time_models(cfg: RunConfig, dep: Deployment, longest_tokens: int):
     (``predictor.cache_dir``). One place for :func:`vidur_specdec.engine.simulation.prepare`,
     the validation harness's cost model and the draft-model proposer.
     """
+    # lazy: start-up cost of scipy, sklearn, vidur
     from vidur_specdec.engine.predictor import load_time_model
 
     choices = profiles(cfg, dep, longest_tokens)
@@ -231,13 +233,12 @@ def run_requests(cfg: RunConfig, acceptance=None) -> List:
     ``acceptance`` is the run's built acceptance model, if the caller has it;
     else a trace is read here.
     """
+    # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.engine.workload)
     from vidur_specdec.engine.workload import generate
 
     specs = generate(cfg.workload, cfg.seed)
     s = cfg.speculative
     if acceptance is None and s.enabled and s.acceptance_input() == "acceptance_trace":
-        from vidur_specdec.speculation import acceptance as acceptance_mod
-
         acceptance = acceptance_mod.build(s, cfg.seed)
     if hasattr(acceptance, "line"):
         specs = [dataclasses.replace(r, prompt_tokens=acceptance.line(i).prompt_tokens,
@@ -301,7 +302,6 @@ def _remedy(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple) -> s
         t, e = fit
         with_ep = f" with {ep_on}" if e > 1 and not cfg.parallel.enable_expert_parallel else ""
         return f"needs parallel.tensor_parallel_size >= {t}{with_ep}"
-    from vidur_specdec.hardware.devices import BUILTIN
 
     for d in sorted(BUILTIN.values(), key=lambda d: d.memory_bytes):
         if d.memory_bytes <= dep.device.memory_bytes or d.name == dep.device.name:
@@ -320,15 +320,6 @@ def _remedy(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple) -> s
             "lower scheduler.memory_margin_fraction or use a larger device")
 
 
-def lookahead_tokens(cfg: RunConfig) -> int:
-    """vLLM's ``num_lookahead_tokens`` for the run (tokens): k for eagle/eagle3/mtp/draft_model, else 0."""
-    from vidur_specdec.speculation.proposers import REGISTRY
-
-    spec = cfg.speculative
-    cls = REGISTRY.get(spec.method) if spec.enabled else None
-    return spec.num_speculative_tokens if cls is not None and cls.drafter_forward else 0
-
-
 def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_index: int,
                 head: tuple = (0, 0)) -> memory.MemoryPlan:
     """KV blocks per GPU; a model that does not fit names ``parallel.tensor_parallel_size`` and the smallest TP that does.
@@ -340,7 +331,7 @@ def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_ind
     """
     sch = cfg.scheduler
     # a GPU drafter's lookahead slots (vLLM's num_lookahead_tokens) are held on top of the request's own tokens
-    need = memory.min_blocks_to_finish(longest_total + lookahead_tokens(cfg), sch.block_size,
+    need = memory.min_blocks_to_finish(longest_total + proposers.lookahead_tokens(cfg), sch.block_size,
                                        sch.watermark_blocks_fraction)
     try:
         mem = _plan_at(cfg, dep, dep.tp, dep.draft_tp, head)

@@ -93,14 +93,14 @@ def requests_frame(requests: Sequence, replica_of: Optional[Mapping[int, int]] =
     replica_of = replica_of or {}
     rows = []
     for r in requests:
-        first = r._prefill_completed_at
-        done = r._completed_at
+        first = r.prefill_completed_at
+        done = r.completed_at
         n = r.output_tokens
         tpot = (done - first) / (n - 1) * 1e3 if n > 1 else math.nan
         rows.append((
             r.index, r.arrived_at, r.prompt_tokens, n, (first - r.arrived_at) * 1e3, tpot,
             (done - r.arrived_at) * 1e3, r.decode_steps, r.guesses, r.accepted_tokens,
-            r.num_restarts, r._scheduled_at, first, done, replica_of.get(r.index, -1),
+            r.num_restarts, r.scheduled_at, first, done, replica_of.get(r.index, -1),
         ))
     return pd.DataFrame(rows, columns=REQUEST_COLUMNS)
 

@@ -25,8 +25,9 @@ from vidur.execution_time_predictor import (
 )
 from vidur.types import BaseIntEnum
 
-from vidur_specdec.hardware.collectives import DEFAULT_ALL_REDUCE, all_reduce_model
-from vidur_specdec.hardware.devices import DeviceSpec
+from vidur_specdec.config import DEFAULT_ALL_REDUCE
+from vidur_specdec.hardware.collectives import all_reduce_model
+from vidur_specdec.hardware.devices import DeviceSpec, get_device
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the fitting side of the predictor)
     CHUNK_STEP,
@@ -44,6 +45,8 @@ from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the
     locate_profile,
     shipped_profiles_root,
 )
+from vidur_specdec.speculation.proposers.base import ProposerContext
+from vidur_specdec.costs.moe_layer import moe_layer_ms
 
 # --------------------------------------------------------------------------- the Vidur predictor
 
@@ -189,8 +192,6 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         spec = predictor_config.model_spec
         self._moe = spec if spec is not None and spec.is_moe else None
         if self._moe is not None:
-            from vidur_specdec.hardware.devices import get_device
-
             dev = self._device or get_device(getattr(replica_config, "device", None) or "a100")
             self._moe_device = dev.builder_fields()
             self._dense_share = spec.dense_layers / spec.num_layers  # layers whose MLP is the profile's
@@ -198,9 +199,6 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
-            from vidur_specdec.hardware.devices import get_device
-            from vidur_specdec.speculation.proposers.base import ProposerContext
-
             # the target's device (the replica's Vidur SKU when no DeviceSpec was given), TP and collective model
             device = self._device or get_device(getattr(replica_config, "device", None) or "a100")
             self._proposer.bind(ProposerContext(device, self._tp, self._all_reduce))
@@ -224,8 +222,6 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         """(ms of one MoE layer, distinct experts it wakes) for this step, priced once per batch."""
         cached = getattr(batch, "_specdec_moe", None)
         if cached is None:
-            from vidur_specdec.costs.moe_layer import moe_layer_ms
-
             comp = StepComposition.of(batch)
             groups = list(comp.decode_q) + [c for _, c in comp.prefill]
             key = tuple(sorted(groups))  # the cost depends on the multiset of group sizes only

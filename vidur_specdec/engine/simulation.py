@@ -49,7 +49,7 @@ from vidur_specdec.costs import memory
 from vidur_specdec.speculation import proposers
 from vidur_specdec.costs import step_overheads
 from vidur_specdec.costs import verify_cost
-from vidur_specdec.config import ConfigError, RunConfig
+from vidur_specdec.config import GLOBAL_SCHEDULERS as GLOBAL_SCHEDULER_NAMES, ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
 from vidur_specdec.engine.warnings import config_warnings
 from vidur_specdec.engine.metrics import StepRecorder, requests_frame, summarize
@@ -62,6 +62,7 @@ from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.engine.workload import RequestSpec
+from vidur_specdec.speculation.proposers.pairing import describe_proposer
 
 logging.getLogger("vidur").setLevel(logging.WARNING)
 
@@ -82,7 +83,7 @@ class SimulationResult:
 def reset_vidur_ids() -> None:
     """Reset Vidur's class-level id counters so another simulation can run in this process."""
     _reset_entity_counters(BaseEntity)
-    BaseEvent._id = 0
+    BaseEvent._id = 0  # Vidur has no public reset for these class-level counters
 
 
 def _reset_entity_counters(cls) -> None:
@@ -287,18 +288,17 @@ def prepare(cfg: RunConfig) -> Prepared:
         k_schedule=[tuple(r) for r in spec.num_speculative_tokens_per_batch_size]
         if spec.enabled and spec.num_speculative_tokens_per_batch_size else None,
         proposals=ProposalModel.from_config(cfg),
-        num_lookahead_tokens=proposer.num_lookahead_tokens(spec.num_speculative_tokens) if spec.enabled else 0,
+        num_lookahead_tokens=proposers.lookahead_tokens(cfg),
         drafter_sync=bool(spec.enabled and proposer.drafter_forward),
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
     return Prepared(cfg, specs, model, mem, predictor, scheduler, files, dep, sources, warnings)
 
 
-#: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged).
-GLOBAL_SCHEDULERS = {
-    "round_robin": RoundRobinGlobalSchedulerConfig,
-    "lor": LORGlobalSchedulerConfig,  # least outstanding requests: fewest queued, ties to the lowest replica id
-}
+#: ``parallel.global_scheduler`` → Vidur's global scheduler config (Vidur's own schedulers, unchanged), keyed by
+#: Vidur's own type name; ``lor`` is least outstanding requests: fewest queued, ties to the lowest replica id.
+GLOBAL_SCHEDULERS = {str(c.get_type()): c for c in (RoundRobinGlobalSchedulerConfig, LORGlobalSchedulerConfig)}
+assert tuple(GLOBAL_SCHEDULERS) == GLOBAL_SCHEDULER_NAMES, "parallel.global_scheduler's choices must be Vidur's"
 
 
 def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=None) -> SimulationConfig:
@@ -378,7 +378,6 @@ def run_prepared(p: Prepared) -> SimulationResult:
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
-    from vidur_specdec.speculation.proposers.pairing import describe_proposer
 
     extra.update(describe_proposer(p.cfg))
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics
@@ -423,9 +422,9 @@ def run_vidur_sarathi(config: Union[str, Path, Mapping, RunConfig, None] = None,
             # Vidur's assertion (SpecRequest.restart fixes it; found by tests/test_properties.py)
             raise ConfigError(f"scheduler.num_blocks: Vidur's own Sarathi cannot preempt a request and "
                               f"{p.memory.num_blocks} KV blocks force preemption; give more blocks") from None
-        reqs = sim._request_generator.requests
+        reqs = sim._request_generator.requests  # Vidur's Simulator has no public accessor for its generator
     return pd.DataFrame({
         "arrived_at_s": [r.arrived_at for r in reqs],
-        "first_token_s": [r._prefill_completed_at for r in reqs],
-        "completed_at_s": [r._completed_at for r in reqs],
+        "first_token_s": [r.prefill_completed_at for r in reqs],
+        "completed_at_s": [r.completed_at for r in reqs],
     })

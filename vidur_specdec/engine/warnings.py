@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping, Optional
 
 from vidur_specdec.config import RunConfig
+from vidur_specdec.speculation.schedule import config_warnings as schedule_warnings
 
 
 WARNING_CHECKS: List[Any] = []
@@ -44,8 +45,6 @@ def _chunk_below_verify(cfg: RunConfig, facts: Mapping) -> Optional[str]:
 
 @register_warning
 def _schedule_clamped(cfg: RunConfig, facts: Mapping) -> Optional[str]:
-    from vidur_specdec.speculation.schedule import config_warnings as schedule_warnings
-
     lines = schedule_warnings(cfg.speculative) if cfg.speculative.enabled else []
     return "; ".join(lines) or None
 

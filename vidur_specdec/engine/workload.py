@@ -1,7 +1,7 @@
 """Workloads: seeded arrivals and exact prompt/output lengths, fed to Vidur.
 
 The workload is drawn once, up front, from its own seeded stream
-(``numpy.random.default_rng([seed, 1])``) and handed to Vidur through the
+(``numpy.random.default_rng([seed, WORKLOAD_STREAM])``, :mod:`vidur_specdec.config.seeds`) and handed to Vidur through the
 request generator registered in :mod:`vidur_specdec.engine.simulation`, so the same
 config and seed give the same requests whatever the scheduler. This module
 does not import Vidur.
@@ -9,7 +9,7 @@ does not import Vidur.
 Arrivals: ``poisson`` (exponential gaps at ``qps``, not truncated — Vidur's own
 generator caps gaps at 3× the mean), ``static`` (all at t = 0), ``closed``
 (lengths drawn exactly as ``static``; the arrival times are set during the run
-by :class:`vidur_specdec.engine.closed_loop.ClosedLoopSimulator`, so the specs carry 0)
+by :class:`vidur_specdec.engine.closed_loop.ClosedLoopMixin`, so the specs carry 0)
 or ``trace`` (a CSV, JSONL or Parquet file in one of the layouts of
 :data:`TRACE_LAYOUTS`: this project's, Vidur's or Azure's LLM inference trace).
 """
@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from vidur_specdec.config import ConfigError, LengthDist, WorkloadConfig
+from vidur_specdec.config.seeds import WORKLOAD_STREAM
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def generate(w: WorkloadConfig, seed: int) -> List[RequestSpec]:
     """The workload's requests, sorted by arrival."""
     if w.arrival == "trace":
         return read_trace(w.trace_file)
-    rng = np.random.default_rng([seed, 1])
+    rng = np.random.default_rng([seed, WORKLOAD_STREAM])
     n = w.num_requests
     if w.arrival == "poisson":
         arrivals = np.cumsum(rng.exponential(1.0 / w.qps, size=n))

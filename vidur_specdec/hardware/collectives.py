@@ -46,9 +46,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from vidur_specdec.hardware import collectives_fit as FIT
 from vidur_specdec.hardware import custom_all_reduce as CUSTOM_AR
-from vidur_specdec.config import DEFAULT_ALL_REDUCE as _CONFIG_DEFAULT
+from vidur_specdec.config import DEFAULT_ALL_REDUCE
 from vidur_specdec.config.registry import register_choices
 from vidur_specdec.hardware.devices import DeviceSpec
+import numpy as np
 
 TIME_COL = "time_stats.all_reduce.median"
 
@@ -85,7 +86,7 @@ ALL_REDUCE_MODELS: Dict[str, Callable[[DeviceSpec, int, int], float]] = {
     "vllm_custom": vllm_custom_all_reduce_ms,
     "nccl": all_reduce_ms,
 }
-DEFAULT_ALL_REDUCE = _CONFIG_DEFAULT  # "vllm_custom": the simulator mimics vLLM, whose default is the custom all-reduce
+# engine.all_reduce's default is the config's (vidur_specdec.config.schema); it must name a model here
 assert DEFAULT_ALL_REDUCE in ALL_REDUCE_MODELS, "engine.all_reduce's default must be a registered model"
 register_choices("engine.all_reduce", lambda: tuple(ALL_REDUCE_MODELS))
 
@@ -106,8 +107,6 @@ def _link_ratio(device: DeviceSpec) -> float:
 
 def _model(theta: Sequence[float], world, nbytes):
     """t(n, B) in ms for parameters (floor_ms, latency_ms, hop_ms, bus_bandwidth bytes/s); numpy-friendly."""
-    import numpy as np
-
     floor, lat, hop, bw = theta
     n = np.asarray(world, dtype=float)
     b = np.asarray(nbytes, dtype=float)
@@ -136,7 +135,6 @@ def load_points(network: Path, rel: str, world: int):
     Binning (median of the rows whose size falls in each half-octave) damps
     the run-to-run noise of single small-message measurements.
     """
-    import numpy as np
     import pandas as pd
 
     path = Path(network) / rel
@@ -153,7 +151,6 @@ def load_points(network: Path, rel: str, world: int):
 
 def fit(points: List[Tuple[int, "object", "object"]]) -> Tuple[float, float, float, float]:
     """Least squares on log time (robust loss) over (world, sizes, times) groups."""
-    import numpy as np
     from scipy.optimize import least_squares
 
     n = np.concatenate([np.full(len(s), w, float) for w, s, _ in points])
@@ -170,8 +167,6 @@ def fit(points: List[Tuple[int, "object", "object"]]) -> Tuple[float, float, flo
 
 def error_table(theta, network: Path) -> List[Dict]:
     """Signed median, median |.| and max |.| relative error per (file, GPUs, size band)."""
-    import numpy as np
-
     rows = []
     for role, groups in (("fitted", FIT_ON), ("held out", HELD_OUT), ("out of scope", OUT_OF_SCOPE)):
         for rel, w in groups:
@@ -220,7 +215,7 @@ FLOOR_MS = {floor:.6f}  # smallest time of any all-reduce call, ms
 LATENCY_MS = {lat:.6f}  # start-up of the bandwidth-bound regime, ms
 HOP_MS = {hop:.6f}  # extra start-up per additional GPU in the ring, ms
 BUS_BANDWIDTH = {bw:.6e}  # effective bus bandwidth on the reference device, bytes/s
-REFERENCE_NVLINK_BANDWIDTH = 600e9  # A100 NVLink3, bytes/s per GPU (devices.py); scaled by the device's
+REFERENCE_NVLINK_BANDWIDTH = 600e9  # A100 NVLink3, bytes/s per GPU (hardware/devices.py); scaled by the device's
 
 # median |relative error| over all sizes on the held-out rows ("file:GPUs"): a test holds the model to these
 HELD_OUT_MEDIAN_ABS_ERR = {held!r}

@@ -14,7 +14,7 @@ FLOOR_MS = 0.047777  # smallest time of any all-reduce call, ms
 LATENCY_MS = 0.033312  # start-up of the bandwidth-bound regime, ms
 HOP_MS = 0.001974  # extra start-up per additional GPU in the ring, ms
 BUS_BANDWIDTH = 1.500632e+11  # effective bus bandwidth on the reference device, bytes/s
-REFERENCE_NVLINK_BANDWIDTH = 600e9  # A100 NVLink3, bytes/s per GPU (devices.py); scaled by the device's
+REFERENCE_NVLINK_BANDWIDTH = 600e9  # A100 NVLink3, bytes/s per GPU (hardware/devices.py); scaled by the device's
 
 # median |relative error| over all sizes on the held-out rows ("file:GPUs"): a test holds the model to these
 HELD_OUT_MEDIAN_ABS_ERR = {'a100_dgx:4': 0.2037, 'a100_pairwise_nvlink:2': 0.2294}

@@ -53,7 +53,7 @@ import statistics
 from typing import Dict, List, Optional
 
 from vidur_specdec.hardware import collectives_fit as FIT
-from vidur_specdec.hardware.devices import DeviceSpec
+from vidur_specdec.hardware.devices import DeviceSpec, get_device
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -151,8 +151,6 @@ def format_table(rows: List[Dict]) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from vidur_specdec.hardware.devices import get_device
-
     print("vLLM custom all-reduce model vs SGLang PR #2904 (H100):")
     print(format_table(error_table(get_device("h100"))))
     return 0

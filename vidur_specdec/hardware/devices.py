@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Dict, Mapping, Union
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
 GIB = 1024**3
 MIB = 1024**2
@@ -149,7 +150,6 @@ def get_device(name_or_path: Union[str, Path, Mapping, DeviceSpec]) -> DeviceSpe
                           "or the path of a YAML file of device figures")
     if not path.is_file():
         raise DeviceError(f"device: file not found: {path}")
-    from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -5,12 +5,11 @@
 
 import sys
 from typing import List, Optional
+from vidur_specdec import console
+from vidur_specdec.profiles import cli
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from vidur_specdec import console
-    from vidur_specdec.profiles import cli
-
     return console.run_subcommand("profiles", cli, argv)
 
 

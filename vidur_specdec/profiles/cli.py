@@ -18,12 +18,13 @@ from vidur_specdec.costs.profiles import (
     load_model,
     write_profile,
 )
+from vidur_specdec.console import Parser
+from vidur_specdec.hardware.devices import DeviceError, get_device
+from vidur_specdec.outfolder import check, clear
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Sub-subcommands of ``python -m vidur_specdec profiles``."""
-    from vidur_specdec.console import Parser
-
     ap.description = "Analytical operator profiles in Vidur's CSV schema (times in ms per layer)."
     sub = ap.add_subparsers(dest="profiles_command", required=True, metavar="COMMAND", parser_class=Parser)
 
@@ -46,7 +47,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     c.add_argument("--measured", required=True, help="folder with measured mlp.csv and attention[.sample].csv")
     k = sub.add_parser(
         "calibrate",
-        help="print the error table against Vidur's measured A100 profiles; with --write, refit params.py first",
+        help="print the error table against Vidur's measured A100 profiles; with --write, refit costs/profiles/params.py first",
     )
     k.add_argument("--shared", default=None,
                    help="measured profiles root (default: ../shared/vidur-profiles beside the checkout)")
@@ -57,8 +58,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def _check_device(name: str):
     """A built-in device name or a YAML file of device figures (:func:`vidur_specdec.hardware.devices.get_device`)."""
-    from vidur_specdec.hardware.devices import DeviceError, get_device
-
     try:
         return get_device(name)
     except DeviceError as exc:
@@ -71,7 +70,6 @@ def _run(args: argparse.Namespace) -> None:
         spec = load_model(args.model)
         if args.max_tokens is not None and args.max_tokens < 1:
             raise ProfileError(f"--max-tokens must be positive, got {args.max_tokens}")
-        from ..outfolder import check, clear
 
         if check(args.out, "profiles build", getattr(args, "overwrite", False), "--out"):  # the one folder rule
             clear(args.out)
@@ -87,6 +85,7 @@ def _run(args: argparse.Namespace) -> None:
         print(f"# {spec.name} on {args.device}, tp={args.tp}, vs {args.measured}")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     elif args.profiles_command == "calibrate":
+        # lazy: name run is also defined in this module
         from vidur_specdec.costs.profiles.calibrate import run
 
         print(run(args.shared, write=args.write, per_op=args.per_op))

@@ -36,6 +36,10 @@ from typing import Dict, List, Optional
 from vidur_specdec.config import ConfigError
 from vidur_specdec.report.answer import answer
 from vidur_specdec.report.assets import CSS as _CSS, JS as _JS
+import yaml
+from vidur_specdec.speculation.proposers import label, weights_columns
+from vidur_specdec.outfolder import check_file
+from vidur_specdec import console
 
 REQUIRED = ["model", "device", "profiles", "num_requests", "qps", "method", "k", "acceptance_rate",
             "verify_attention", "tpot_ms_p50", "ttft_ms_p50", "e2e_ms_p50", "tpot_speedup"]
@@ -133,8 +137,6 @@ def sweep_info(csv_path: Path) -> Dict[str, str]:
     be built for a recorded CSV whatever the state of the models it names. Without
     a sweep file the name is the CSV's stem and the description is empty.
     """
-    import yaml
-
     csv_path = Path(csv_path)
     for cand in (csv_path.parent.parent / f"{csv_path.stem}.yaml", csv_path.parent / f"{csv_path.stem}.yaml"):
         if not cand.is_file():
@@ -185,8 +187,6 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
 
 def method_label(method: str, rows: List[Dict]) -> str:
     """A proposer's label from the proposer registry (a draft model or an EAGLE head also names its weights)."""
-    from vidur_specdec.speculation.proposers import label, weights_columns
-
     text = label(method)
     key = weights_columns().get(method)  # the sweep CSV names the drafter's column draft_model
     col = "draft_model" if key == "speculative.draft_model" else key
@@ -301,8 +301,8 @@ def _dataset(csv_path: Path, out_path: Path) -> Dict:
             "answer": answer(rows, lambda m: labels[m], deployment_key, deployment_label),
             "deployments": [deployment_label(d) for d in deps],
             "rows": [dict({c: r.get(c) for c in KEEP}, dep=deps.index(deployment_key(r))) for r in rows],
-            "method_labels": {m: method_label(m, rows) for m in methods},
-            "proposers": ", ".join(method_label(m, rows) for m in methods)}
+            "method_labels": labels,
+            "proposers": ", ".join(labels[m] for m in methods)}
 
 
 def _source_html(i: int, ds: Dict) -> str:
@@ -326,6 +326,7 @@ probability &alpha;), not a prediction: pick the rate you expect from your draft
 
 def build_page(csv_paths, out_path: Path, title: Optional[str] = None) -> str:
     """The page's HTML text for one sweep CSV or a list of them (links to each CSV relative to ``out_path``)."""
+    # lazy: start-up cost of plotly
     from plotly.offline import get_plotlyjs
 
     paths = [Path(csv_paths)] if isinstance(csv_paths, (str, Path)) else [Path(p) for p in csv_paths]
@@ -447,7 +448,6 @@ def run(args: argparse.Namespace) -> int:
     """Write the page and/or the Markdown blocks; everything is read and checked before anything is written."""
     if not args.output and not args.markdown:
         raise ConfigError("report: give -o PAGE.html (and/or --markdown FILE)")
-    from vidur_specdec.outfolder import check_file
 
     if args.output:
         check_file(args.output, "-o")  # a folder or a symlink loop: refused before any work
@@ -473,8 +473,6 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m vidur_specdec report ...`` (kept for ``python -m vidur_specdec.report``)."""
-    from vidur_specdec import console
-
     return console.run_subcommand("report", sys.modules[__name__], argv)
 
 

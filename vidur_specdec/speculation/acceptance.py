@@ -38,6 +38,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from vidur_specdec.config.seeds import ACCEPTANCE_SPREAD_STREAM, ACCEPTANCE_STREAM, beta_around
 from vidur_specdec.speculation.tree import acceptance_positions
 
 
@@ -84,10 +85,6 @@ def alpha_for_config(spec) -> float:
     if spec.acceptance_input() == "mean_acceptance_length":
         return alpha_from_mean_length(spec.mean_acceptance_length, acceptance_positions(spec))
     return float(spec.acceptance_rate)
-
-
-ACCEPTANCE_STREAM = 2  # seed-sequence tag of the acceptance streams (the workload's is 1)
-SPREAD_STREAM = 3  # seed-sequence tag of the per-request rate draws
 
 
 class RequestAcceptance:
@@ -143,12 +140,7 @@ class AcceptanceModel:
 
     def request_alpha(self, request_index: int) -> Optional[float]:
         """The request's own α (Beta around the mean), or None without spread."""
-        if not self.spread or self.alpha is None or self.alpha in (0.0, 1.0):
-            return None
-        a, s = self.alpha, self.spread
-        c = a * (1 - a) / (s * s) - 1.0
-        rng = np.random.default_rng([self._seed, SPREAD_STREAM, int(request_index)])
-        return float(rng.beta(a * c, (1 - a) * c))
+        return beta_around(self.alpha, self.spread, self._seed, ACCEPTANCE_SPREAD_STREAM, request_index)
 
     def stream(self, request_index: int, max_draws: int) -> np.ndarray:
         """The request's uniforms, one per decode step (``max_draws`` bounds its steps)."""
@@ -161,16 +153,13 @@ class AcceptanceModel:
         cdf = self._cdf_list if a is None else self._cdf(pmf_from_rates([a] * self.k))
         return RequestAcceptance(cdf, self.k, self.stream(request.index, request.output_tokens))
 
-    def accepted(self, uniform: float, guesses: int) -> int:
-        """Accepted guesses for one draw when ``guesses`` (<= k) were proposed (mean-rate pmf)."""
-        return min(bisect_right(self._cdf_list, uniform), guesses, self.k)
-
 
 def build(spec, seed: int):
     """The acceptance model for a run (a trace replay or a pmf model), or None when speculation is off."""
     if not spec.enabled:
         return None
     if spec.acceptance_input() == "acceptance_trace":
+        # lazy: start-up cost of pandas
         from vidur_specdec.speculation.acceptance_trace import TraceAcceptance, read_trace
 
         return TraceAcceptance(read_trace(spec.acceptance_trace), acceptance_positions(spec))

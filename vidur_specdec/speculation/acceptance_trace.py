@@ -46,6 +46,7 @@ from typing import List, Optional
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.speculation.steplog_tables import RUN_KEY, read_table_file, truth_values
+import pandas as pd
 
 KEY = "speculative.acceptance_trace"
 
@@ -173,8 +174,6 @@ def from_tokens_table(tokens, prompt_tokens: Optional[int] = None, outputs=None,
     argument; a request with none of these raises :class:`ConfigError`.
     Requests in ``outputs`` that never drafted get a line of zeros.
     """
-    import pandas as pd
-
     t = tokens.copy()
     t["accepted"] = truth_values(t["accepted"])
     run_cols = [c for c in RUN_KEY if c in t]
@@ -238,8 +237,6 @@ def _plain(v):
 
 def _read_tables(path: Path, name: str):
     """A table file, or every table file under a directory stacked; None when ``path`` is None."""
-    import pandas as pd
-
     if path is None:
         return None
     if path.is_dir():

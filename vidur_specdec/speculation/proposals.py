@@ -48,8 +48,7 @@ from typing import Optional
 
 import numpy as np
 
-PROPOSAL_STREAM = 4  # seed-sequence tag of the per-step match draws (workload 1, acceptance 2, spread 3)
-PROPOSAL_SPREAD_STREAM = 5  # seed-sequence tag of the per-request rate draws
+from vidur_specdec.config.seeds import PROPOSAL_SPREAD_STREAM, PROPOSAL_STREAM, beta_around
 
 DEFAULT_PROMPT_LOOKUP = 5  # vLLM 0.33 vllm/config/speculative.py: both 5 when neither is set
 
@@ -118,12 +117,8 @@ class ProposalModel:
 
     def request_rate(self, request_index: int) -> float:
         """The request's own proposal rate (Beta around the mean with spread, else the mean)."""
-        r, s = self.rate, self.spread
-        if not s or r in (0.0, 1.0):
-            return r
-        c = r * (1 - r) / (s * s) - 1.0
-        rng = np.random.default_rng([self._seed, PROPOSAL_SPREAD_STREAM, int(request_index)])
-        return float(rng.beta(r * c, (1 - r) * c))
+        r = beta_around(self.rate, self.spread, self._seed, PROPOSAL_SPREAD_STREAM, request_index)
+        return self.rate if r is None else r
 
     def for_request(self, request) -> RequestProposals:
         """The proposals of one request (keyed by its workload index), one draw per decode step."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, List, Optional, Sequence, Tuple
+from vidur_specdec.config import ConfigError
 
 KEY = "speculative.num_speculative_tokens_per_batch_size"
 Range = Tuple[int, int, int]  # (lo, hi, k): batch sizes lo..hi inclusive use k
@@ -31,8 +32,6 @@ _RANGE_KEY = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
 def _error(where: str, what: str):
-    from vidur_specdec.config import ConfigError
-
     return ConfigError(f"{where}: {what}")
 
 

@@ -10,12 +10,15 @@ from typing import List, Optional
 from vidur_specdec.sweep.definition import load_sweep
 from vidur_specdec.sweep.executors import default_jobs
 from vidur_specdec.sweep.runner import run_sweep
+from vidur_specdec import console
+from vidur_specdec.console import EXIT_INTERRUPTED
+from vidur_specdec.config import ConfigError, read_yaml
+from vidur_specdec.console import guarded
+from vidur_specdec.console import Parser
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Options of ``python -m vidur_specdec sweep`` (shared definitions from :mod:`vidur_specdec.console`)."""
-    from vidur_specdec import console
-
     console.add_config(ap, help="sweep YAML (see sweeps/ and docs/sweep.md)")
     console.add_set(ap)
     console.add_output_dir(ap, help="output folder (default: runs/<sweep name>)")
@@ -26,9 +29,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run a sweep; bad input raises for the CLI's one error path, Ctrl-C keeps the finished rows (130)."""
-    from vidur_specdec.console import EXIT_INTERRUPTED
-
-    from vidur_specdec.config import ConfigError, read_yaml
     from vidur_specdec.sweep.definition import is_sweep
 
     if not is_sweep(read_yaml(args.config)):
@@ -56,14 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     """Run a sweep from parsed arguments (``vidur_specdec.main``'s classic form); returns the exit status."""
-    from vidur_specdec.console import guarded
-
     return guarded(lambda: run(args))
 
 
 def _parse(argv: Optional[List[str]]) -> argparse.Namespace:
-    from vidur_specdec.console import Parser
-
     ap = Parser(prog="python -m vidur_specdec sweep")
     add_arguments(ap)
     return ap.parse_args(argv)

@@ -24,6 +24,7 @@ from vidur_specdec.config import unused
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS
+from vidur_specdec import __version__
 
 SWEEP_KEYS = ("sweep", "base", "grid", "rows")
 JOURNAL_FORMAT = 1
@@ -299,7 +300,6 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
     profiles: Dict[str, str] = {}
     for r in out:
         profiles.update(profile_digests(r.config))
-    from vidur_specdec import __version__
 
     sweep_hash = short_sha(canonical_json({"format": JOURNAL_FORMAT, "rows": [r.row_id for r in out], "columns": columns,
                               "profiles": profiles, "version": __version__}))

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Union
 
 from vidur_specdec.config import RunConfig
+from importlib.metadata import PackageNotFoundError, version
+from vidur_specdec.engine.deployment import profile_files
 
 
 def canonical_json(obj) -> str:
@@ -47,8 +49,6 @@ def code_digest() -> str:
     """Hash of the simulator's source (:func:`model_code_files`) and Vidur's version."""
     global _CODE_DIGEST
     if _CODE_DIGEST is None:
-        from importlib.metadata import PackageNotFoundError, version
-
         root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256()
         for rel in model_code_files():
@@ -66,7 +66,6 @@ def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
 
     Digests are cached per path, size and mtime in this process; ``fresh`` re-reads the files.
     """
-    from vidur_specdec.engine.deployment import profile_files
     from vidur_specdec.engine.predictor import file_digest
 
     return {name: file_digest(f, fresh)[:16] for name, f in profile_files(cfg).items()}

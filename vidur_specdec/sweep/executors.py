@@ -10,12 +10,17 @@ from typing import Callable, Dict, List, Optional, Sequence
 from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.definition import SweepRow
 from vidur_specdec.sweep.worker import _warm, run_row
+from vidur_specdec.console import ServiceError
+import concurrent.futures as cf
+import multiprocessing as mp
+import socket
 
 
 def _set_parent_death_signal() -> None:
     """Linux: die with the parent, so a killed sweep leaves no orphan workers."""
     if sys.platform.startswith("linux"):
         try:
+            # lazy: optional dependency (ImportError handled)
             import ctypes
 
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -36,8 +41,6 @@ def _note(e: BaseException, row: SweepRow) -> None:
 
 def _worker_died(row: SweepRow, how: str):
     """The one-line error for a row whose worker died (kill -9, the out-of-memory killer): exit status 3."""
-    from vidur_specdec.console import ServiceError
-
     return ServiceError(f"row {row.index} ({row.describe()}): its worker process died ({how}; killed, e.g. by the "
                         "out-of-memory killer); the finished rows are saved: rerun the same command to resume")
 
@@ -63,8 +66,6 @@ def run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Ca
                 raise
             on_done(r, result)
         return
-    import concurrent.futures as cf
-    import multiprocessing as mp
 
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("fork" if "fork" in methods else "spawn")
@@ -118,8 +119,6 @@ def check_executor(executor: str, address: Optional[str]) -> None:
     if executor != "ray":
         return
     if address and address != "auto":
-        import socket
-
         host, port = _split_address(address)
         try:
             with socket.create_connection((host, port), timeout=RAY_CONNECT_TIMEOUT_S):
@@ -129,6 +128,7 @@ def check_executor(executor: str, address: Optional[str]) -> None:
             raise ConfigError(f"--address: cannot reach a Ray cluster at {address} ({why}); "
                               "start it (ray start --head) or fix the address") from None
     try:
+        # lazy: optional dependency (ImportError handled)
         import ray  # noqa: F401
     except ImportError:
         raise ConfigError("--executor ray: Ray is not installed; pip install 'vidur_specdec[ray]' "
@@ -142,6 +142,7 @@ def _call(fn: Callable[[Dict], Dict], config_dict: Dict) -> Dict:
 def run_ray(rows: List[SweepRow], jobs: int, address: Optional[str], on_done: Callable,
              fn: Callable[[Dict], Dict] = run_row) -> None:
     try:
+        # lazy: optional dependency (ImportError handled)
         import ray
     except ImportError:
         raise ConfigError("--executor ray: Ray is not installed; pip install 'vidur_specdec[ray]' "

@@ -15,6 +15,8 @@ from vidur_specdec.sweep.executors import run_local, run_ray, check_executor, de
 from vidur_specdec.sweep.journal import Journal
 from vidur_specdec.sweep.lock import FolderLock
 from vidur_specdec.sweep.table import atomic_write, _csv_sweep_hash, csv_text
+from vidur_specdec import outfolder
+from vidur_specdec.outfolder import clear as clear_folder
 
 
 @dataclass
@@ -37,7 +39,6 @@ def run_sweep(sweep: Sweep, out_dir: Union[str, Path], jobs: Optional[int] = Non
     ``out_dir`` is written; ``log`` gets one line when the work starts.
     """
     out_dir = Path(out_dir)
-    from vidur_specdec import outfolder
 
     clear = outfolder.check(out_dir, "sweep", overwrite)  # the one output-folder rule; writes nothing
     if executor not in ("local", "ray"):
@@ -85,6 +86,7 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
         key = canonical_json([r.config.profiles, r.config.device, r.config.model, r.config.speculative.method,
                       r.config.speculative.draft_model, r.config.speculative.draft_profiles])
         try:
+            # lazy: optional dependency (ImportError handled)
             from vidur_specdec.engine.simulation import prepare
 
             prepare(r.config)
@@ -98,7 +100,6 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
     if not lock.held:
         lock.acquire()  # a new folder: taken before the first write
     if clear:  # --overwrite of another command's results: none of them stays beside this sweep's
-        from vidur_specdec.outfolder import clear as clear_folder
 
         clear_folder(out_dir)
     if overwrite or not journal.path.exists() or journal.path.stat().st_size == 0:
@@ -111,6 +112,7 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
             f"{f' ({len(journal.done)} already done)' if journal.done else ''} on {where} -> {csv_path}")
     bar = None
     if progress and pending:
+        # lazy: start-up cost of tqdm
         from tqdm import tqdm
 
         tqdm.monitor_interval = 0  # no monitor thread (the local pool forks)

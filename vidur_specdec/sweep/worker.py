@@ -69,6 +69,7 @@ def row_metrics(result) -> Dict[str, float]:
 
 def run_row(config_dict: Dict) -> Dict:
     """Run one sweep row (in a worker): ``{"metrics", "wall_s", "code", "profiles"}``."""
+    # lazy: start-up cost of scipy, sklearn, vidur
     from vidur_specdec.engine.simulation import simulate
 
     t0 = time.perf_counter()
@@ -80,6 +81,7 @@ def run_row(config_dict: Dict) -> Dict:
 
 def _warm(config_dicts: Sequence[Dict]) -> None:
     """Fit (and cache, in this process) the predictors the rows need; check each row prepares."""
+    # lazy: start-up cost of scipy, sklearn, vidur
     from vidur_specdec.engine.simulation import prepare
 
     for d in config_dicts:

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from vidur_specdec.speculation.acceptance import alpha_from_mean_length, pmf_from_rates
+from vidur_specdec.speculation.acceptance import AcceptanceModel, alpha_from_mean_length, pmf_from_rates
 
 
 def input_positions(spec) -> int:
@@ -67,6 +67,7 @@ def carried(spec, k: int) -> Dict[str, Any]:
 
 def trace_pmf(spec, k: int) -> np.ndarray:
     """P(min(accept_run[p], k) = j) over every drafted position p >= 1 of every trace line."""
+    # lazy: start-up cost of pandas
     from vidur_specdec.speculation.acceptance_trace import read_trace
 
     counts = np.zeros(k + 1)
@@ -78,8 +79,6 @@ def trace_pmf(spec, k: int) -> np.ndarray:
 
 def pmf_at(spec, k: int) -> np.ndarray:
     """P(accepted = 0..k) of a full draft of k guesses, for a point's resolved speculative config."""
-    from vidur_specdec.speculation.acceptance import AcceptanceModel
-
     if spec.acceptance_input() == "acceptance_trace":
         return trace_pmf(spec, k)
     return AcceptanceModel.from_config(spec, 0).pmf

@@ -31,6 +31,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from vidur_specdec.config import RunConfig
+from vidur_specdec.tune.acceptance_carry import pmf_at
 
 
 # Step times are not smooth in b (GEMM tiles): the k for b maximises the mean relative value over
@@ -40,8 +41,10 @@ SMOOTHING_WINDOW = 1.25
 
 def step_pricer(cfg: RunConfig):
     """``price(b, k, ctx) -> ms`` of a decode step of b requests with k guesses each at context ``ctx`` tokens."""
+    # lazy: start-up cost of vidur
     from vidur.entities import Batch
 
+    # lazy: start-up cost of pandas, scipy, sklearn, vidur
     from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
     from vidur_specdec.engine.request import SpecRequest
     from vidur_specdec.engine.simulation import prepare, vidur_config
@@ -60,7 +63,6 @@ def step_pricer(cfg: RunConfig):
 
 def expected_advanced(cfg: RunConfig, k_max: int) -> List[float]:
     """Tokens advanced per decode step with k = 0..k_max guesses: 1 + E[min(A, k)], A at k_max."""
-    from vidur_specdec.tune.acceptance_carry import pmf_at
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     spec = build_config(cfg, setting_overrides(cfg, Setting(k_max))).speculative
@@ -77,6 +79,7 @@ def typical_context(prepared) -> int:
 
 def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, int]], Dict]:
     """The schedule ``[(lo, hi, k), ...]`` covering 1..batch_size_cap, and the table it was chosen from."""
+    # lazy: start-up cost of pandas
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     priced_cfg = build_config(cfg, setting_overrides(cfg, Setting(k_max)))

@@ -18,6 +18,12 @@ from typing import List, Optional
 
 from vidur_specdec.config import MAX_K, ConfigError
 from vidur_specdec.engine.resolve import load
+from vidur_specdec import console
+from vidur_specdec.tune.points import get_axis
+from vidur_specdec.tune.preflight import check_before_running
+from vidur_specdec.sweep.executors import check_executor, default_jobs
+from vidur_specdec.sweep.lock import FolderLock
+from vidur_specdec.tune.loads import point_overloaded
 
 # Default SLOs: MLPerf Inference v5.0's interactive Llama-2-70B scenario (TTFT p99 <= 450 ms,
 # TPOT p99 <= 40 ms), the published interactive serving target closest to this project's models.
@@ -30,8 +36,6 @@ CHECK_MARGIN = 0.03  # the schedule must be within 3 % of the best static k and 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Add the tune options to ``ap`` (shared definitions from :mod:`vidur_specdec.console`)."""
-    from vidur_specdec import console
-
     console.add_config(ap, help="run config YAML (see configs/default.yaml)")
     console.add_output_dir(ap, required=True)
     console.add_set(ap)
@@ -62,10 +66,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def check_args(args: argparse.Namespace):
     """Every check that needs no simulation; returns (base, k_max, axis, slo, options, out_dir)."""
-    from vidur_specdec.tune.points import get_axis
-
-    from vidur_specdec.tune.preflight import check_before_running
-
     overrides = list(getattr(args, "overrides", []) or [])
     if getattr(args, "warmup_requests", None) is not None:
         if args.warmup_requests < 0:
@@ -105,12 +105,10 @@ def check_args(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Run a tune from parsed arguments; returns the exit status."""
-    from vidur_specdec.sweep.executors import check_executor, default_jobs
-    from vidur_specdec.sweep.lock import FolderLock
-
     lock = None
     try:
         base, k_max, axis, slo, options, out_dir, loads = check_args(args)
+        # lazy: optional dependency (ImportError handled)
         from vidur_specdec import outfolder
 
         clear = outfolder.check(out_dir, "tune", bool(getattr(args, "overwrite", False)))  # the one folder rule
@@ -118,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         if jobs < 1:
             raise ConfigError(f"--jobs: must be >= 1, got {jobs}")
         check_executor(args.executor, args.address)
+        # lazy: optional dependency (ImportError handled)
         from vidur_specdec.engine.simulation import prepare
         from vidur_specdec.tune.choose import choose_schedule
         from vidur_specdec.tune.points import Evaluator, Setting, build_config, setting_overrides
@@ -133,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         lock = FolderLock(out_dir)
         lock.acquire()
         if clear:  # --overwrite of another command's results: the folder holds only this tune's
+            # lazy: optional dependency (ImportError handled)
             from vidur_specdec.outfolder import clear as clear_folder
 
             clear_folder(out_dir)
@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
               f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
               f"{slo['tpot_ms']:g} ms, on {jobs} {args.executor} worker{'s' if jobs > 1 else ''} -> {out_dir}",
               file=sys.stderr, flush=True)
+        # lazy: optional dependency (ImportError handled)
         from vidur_specdec.tune.vllm_config import tune_warnings
 
         notes = tune_warnings(base)
@@ -182,7 +183,6 @@ def _report(res, axis, ev) -> None:
         where = (f"{f(c)} {axis.name} (between {f(res.crossover_bracket[k][0])} and {f(res.crossover_bracket[k][1])})"
                  if c is not None else f"none ({res.crossover_note.get(k, '')})")
         print(f"crossover k={k}: {where}")
-    from vidur_specdec.tune.loads import point_overloaded
 
     ref = res.ttft_reference.get("ttft_ms_p50")
     over = sorted({p.load for p in ev.points if point_overloaded(p.metrics, ref)})
@@ -211,8 +211,6 @@ def _report(res, axis, ev) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m vidur_specdec.tune.cli ...``: the same as ``python -m vidur_specdec tune ...``."""
-    from vidur_specdec import console
-
     return console.run_subcommand("tune", sys.modules[__name__], argv)
 
 

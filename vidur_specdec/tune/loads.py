@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Dict, Optional
+from vidur_specdec.config import WorkloadConfig
 
 DATASET_REQUESTS = {1: 22, 8: 88, 32: 128, 64: 220, 128: 440, 256: 880}
 PER_REQUEST_IN_FLIGHT = 4
@@ -53,8 +54,6 @@ def requests_for_concurrency(c: int, per: Optional[float]) -> int:
 
 def load_bounds(base, axis) -> Dict[str, float]:
     """``{"lo", "hi"}``: the loads the search may try."""
-    from vidur_specdec.config import WorkloadConfig
-
     meta = {f.name: f.metadata for f in dataclasses.fields(WorkloadConfig)}
     if axis.name == "concurrency":
         return {"lo": 1.0, "hi": float(CONCURRENCY_BOUND_FACTOR * base.scheduler.max_num_seqs)}

@@ -18,6 +18,13 @@ from vidur_specdec.sweep.definition import fmt_value
 from vidur_specdec.sweep.table import FLOAT_FORMAT, atomic_write
 from vidur_specdec.tune.points import TUNE_METRICS, Evaluator, Point, Setting, setting_overrides
 from vidur_specdec.tune.search import TuneResult, speedup
+from vidur_specdec.tune.vllm_config import speculative_config
+from vidur_specdec.tune.loads import overload_reason
+from vidur_specdec.tune.acceptance_carry import point_acceptance
+from vidur_specdec.speculation.proposers.pairing import describe_proposer
+from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
+from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, point_overloaded
+from vidur_specdec.tune.page import build_page
 
 INT_COLUMNS = {"num_steps", "restarts", "k_flips", "overloaded", "measured_requests"}
 CSV_COLUMNS = (["point", "phase", "load_unit", "load", "setting", "k", "schedule", "row_id",
@@ -42,8 +49,6 @@ def _r(x: Optional[float], nd: int = 6) -> Optional[float]:
 
 def vllm_speculative_config(base: RunConfig, sched: Setting) -> Dict[str, Any]:
     """A drop-in vLLM 0.33 ``speculative_config`` for the tuned schedule (:mod:`.vllm_config`)."""
-    from vidur_specdec.tune.vllm_config import speculative_config
-
     return speculative_config(base, sched)
 
 
@@ -62,8 +67,6 @@ def baseline_of(ev: Evaluator, p: Point) -> Optional[Point]:
 
 def csv_text(ev: Evaluator, meets, ttft_reference_ms: Optional[float] = None) -> str:
     """tune.csv; ``overloaded`` is the whole rule (queue or TTFT growth against ``ttft_reference_ms``)."""
-    from vidur_specdec.tune.loads import overload_reason
-
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
@@ -74,7 +77,6 @@ def csv_text(ev: Evaluator, meets, ttft_reference_ms: Optional[float] = None) ->
         cells = [str(p.index), p.phase, ev.axis.name, ev.axis.fmt(p.load), p.setting.label, str(p.setting.k),
                  json.dumps([list(r) for r in p.setting.schedule], separators=(",", ":"))
                  if p.setting.schedule is not None else "", p.row_id]
-        from vidur_specdec.tune.acceptance_carry import point_acceptance
 
         alpha, length = point_acceptance(p.config.speculative)
         wl = p.config.workload
@@ -93,11 +95,6 @@ def csv_text(ev: Evaluator, meets, ttft_reference_ms: Optional[float] = None) ->
 
 
 def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[str]] = None) -> Dict:
-    from vidur_specdec.speculation.proposers.pairing import describe_proposer
-    from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
-
-    from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, point_overloaded
-
     ax = ev.axis
     ref = res.ttft_reference.get("ttft_ms_p50")
     sched = res.schedule_setting
@@ -153,8 +150,6 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
 def write_all(out_dir: Path, ev: Evaluator, res: TuneResult, options: Dict, meets,
               notes: Optional[List[str]] = None) -> List[Path]:
     """Write the CSV, the summary, vLLM's speculative_config and the page; returns their paths."""
-    from vidur_specdec.tune.page import build_page
-
     out_dir = Path(out_dir)
     text = csv_text(ev, meets, res.ttft_reference.get("ttft_ms_p50"))
     summ = summary(ev, res, options, notes)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.speculation import proposers
 
 KEEP = ["point", "phase", "load_unit", "load", "setting", "k", "schedule", "tpot_ms_p50", "ttft_ms_p50",
         "ttft_ms_p99", "tpot_ms_p99", "throughput_tok_s", "goodput_req_s", "k_flips", "tpot_speedup",
@@ -186,8 +187,8 @@ def answer(summ: Dict, unit: str) -> str:
         return ""
     d = summ.get("deployment", {})
     k = d.get("k")
-    method = {"eagle3": "EAGLE-3", "eagle": "EAGLE", "ngram": "n-gram", "draft_model": "A draft model",
-              "mtp": "MTP", "medusa": "Medusa"}.get(d.get("method"), d.get("method"))
+    name = d.get("method")
+    method = ("A " if name == "draft_model" else "") + proposers.label(name)  # the sentence's subject
     cross = (summ.get("crossover") or {}).get(str(k))
     best = summ.get("best_k") or {}
     fmt = (lambda x: str(int(float(x)))) if unit == "concurrency" else (lambda x: f"{float(x):g}")
@@ -222,6 +223,7 @@ def answer(summ: Dict, unit: str) -> str:
 
 
 def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
+    # lazy: start-up cost of plotly
     from plotly.offline import get_plotlyjs
 
     rows = read_points(csv_path)

@@ -18,13 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, unused
+from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, set_dotted, unused
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.definition import SweepRow, identity
 from vidur_specdec.sweep.digest import canonical_json, short_sha, code_digest, profile_digests
 from vidur_specdec.sweep.executors import run_local, run_ray
 from vidur_specdec.sweep.journal import Journal
 from vidur_specdec.sweep.worker import METRIC_COLUMNS, metrics_problem, row_metrics
+from vidur_specdec.tune.acceptance_carry import carried
+from vidur_specdec.tune.loads import overloaded
+from vidur_specdec import __version__
+from vidur_specdec.tune.loads import workload_overrides
 
 TUNE_FORMAT = 1
 # Metrics a tune records beyond a sweep row's (requests per second meeting both SLOs).
@@ -104,8 +108,6 @@ class Setting:
 
 def truncated_acceptance(spec: SpeculativeConfig, k: int) -> Dict[str, Any]:
     """Acceptance keys for ``k`` guesses from an input given for a larger k (rule: :mod:`.acceptance_carry`)."""
-    from vidur_specdec.tune.acceptance_carry import carried
-
     return carried(spec, k)
 
 
@@ -121,8 +123,6 @@ def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
 
 
 def build_config(base: RunConfig, overrides: Dict[str, Any]) -> RunConfig:
-    from vidur_specdec.config import set_dotted, unused
-
     d = base.to_dict()
     for key, v in overrides.items():
         set_dotted(d, key, v)
@@ -141,13 +141,13 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     A request meets the SLOs when its TTFT <= ``slo_ttft_ms`` and its TPOT <=
     ``slo_tpot_ms`` (a one-token request has no TPOT and meets that part).
     """
+    # lazy: start-up cost of scipy, sklearn, vidur
     from vidur_specdec.engine.simulation import simulate
 
     t0 = time.perf_counter()
     result = simulate(from_dict(config_dict, shared=[unused.CHECKED]))  # a point build_config checked
     wall = time.perf_counter() - t0
     m = row_metrics(result)
-    from vidur_specdec.tune.loads import overloaded
 
     warm = result.config.workload.warmup_requests
     req = result.requests.sort_values(["arrived_at_s", "request_id"]).iloc[warm:]
@@ -206,7 +206,6 @@ class Evaluator:
                  log: Optional[Callable[[str], None]] = None) -> None:
         self.base, self.axis, self.out_dir, self.slo = base, axis, Path(out_dir), slo
         self.jobs, self.executor, self.address, self.log = jobs, executor, address, log
-        from vidur_specdec import __version__
 
         self.tune_hash = short_sha(canonical_json({"format": TUNE_FORMAT, "base": identity(base), "axis": axis.name,
                                       "slo": slo, "options": options, "version": __version__,
@@ -230,8 +229,6 @@ class Evaluator:
 
     def point(self, phase: str, load: float, setting: Setting) -> Point:
         """The point for (load, setting), created (not run) on first use; the first phase names it."""
-        from vidur_specdec.tune.loads import workload_overrides
-
         ov = workload_overrides(self.base, self.axis, load)
         ov.update(setting_overrides(self.base, setting))
         try:

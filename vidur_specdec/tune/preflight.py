@@ -8,10 +8,14 @@ one line naming the key.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import List, Optional
 
-from vidur_specdec.config import ConfigError
+from vidur_specdec.config import ConfigError, unused
+from vidur_specdec.speculation.tree import KEY as TREE_KEY
+from vidur_specdec.tune.acceptance_carry import input_positions
+from vidur_specdec.tune.loads import load_bounds, workload_overrides
 
 
 def parse_loads(text: Optional[str], axis, bounds) -> List[float]:
@@ -40,9 +44,6 @@ def parse_loads(text: Optional[str], axis, bounds) -> List[float]:
 
 def check_before_running(base, k_max: int, axis, loads_text: Optional[str]) -> List[float]:
     """Refuse what no point could run; returns the ``--loads`` values."""
-    from vidur_specdec.speculation.tree import KEY as TREE_KEY
-    from vidur_specdec.tune.acceptance_carry import input_positions
-    from vidur_specdec.tune.loads import load_bounds, workload_overrides
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     s = base.speculative
@@ -76,11 +77,7 @@ def check_before_running(base, k_max: int, axis, loads_text: Optional[str]) -> L
 def _check_axis(base, axis, load: float) -> None:
     """Refuse a load axis the base config does not read (every load the same run), or one that leaves a
     key of the base unread (a trace under the closed-loop axis), before any point runs."""
-    import copy
-
-    from vidur_specdec.config import unused
-    from vidur_specdec.tune.loads import workload_overrides
-    from vidur_specdec.tune.points import AXES
+    from vidur_specdec.tune.points import AXES  # where check_before_running imports tune.points
 
     point = copy.deepcopy(base)
     for key, value in workload_overrides(base, axis, load).items():

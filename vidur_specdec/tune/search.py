@@ -30,6 +30,8 @@ from typing import Dict, List, Optional, Tuple
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.tune.points import Evaluator, Point, Setting
+from vidur_specdec.tune.loads import load_bounds
+from vidur_specdec.tune.loads import point_overloaded
 
 # Grid loads: capacity * 2**e, denser from cap/2 to 2 cap, where speedups change fastest (queues build).
 GRID_EXPONENTS = (-2, -1, -0.5, -0.25, 0, 0.25, 0.5, 0.75, 1)
@@ -101,8 +103,6 @@ class TuneResult:
 class Tuner:
     def __init__(self, ev: Evaluator, k_max: int, tolerance: float, objective: Objective, slo: Dict,
                  loads: Optional[List[float]] = None) -> None:
-        from vidur_specdec.tune.loads import load_bounds
-
         self.ev, self.k_max, self.tol, self.objective, self.slo = ev, k_max, tolerance, objective, slo
         self.axis = ev.axis
         self.user_loads = [self.axis.norm(x) for x in (loads or [])]
@@ -115,8 +115,6 @@ class Tuner:
 
     def over(self, m: Dict) -> bool:
         """Overloaded by the queue rule or by TTFT growth (:mod:`vidur_specdec.tune.loads`)."""
-        from vidur_specdec.tune.loads import point_overloaded
-
         return point_overloaded(m, self.ttft_reference_ms)
 
     # ------------------------------------------------------------------ helpers

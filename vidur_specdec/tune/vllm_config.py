@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from vidur_specdec.config.vllm_defaults import VLLM_VERSION
+from vidur_specdec.config.vllm_defaults import VLLM_VERSION, serve_batch_defaults
+from vidur_specdec.speculation.proposers import weights_name
+import json
 
 VLLM_METHODS = ("ngram", "draft_model", "suffix", "eagle", "eagle3", "mtp", "dflash", "ngram_gpu", "dspark")
 SCHEDULE_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")
@@ -26,9 +28,9 @@ NGRAM_PROMPT_LOOKUP = 5  # vLLM's prompt_lookup_min = prompt_lookup_max when nei
 
 def tune_warnings(base) -> List[str]:
     """One line each: what vLLM 0.33 would not run as simulated, a head on another target, a carried budget."""
+    # lazy: start-up cost of pandas
     from vidur_specdec.speculation.proposers.pairing import describe_proposer
     from vidur_specdec.engine.deployment import resolved_device
-    from vidur_specdec.config.vllm_defaults import serve_batch_defaults
 
     s = base.speculative
     out = []
@@ -53,8 +55,6 @@ def tune_warnings(base) -> List[str]:
 
 def speculative_config(base, sched) -> Dict[str, Any]:
     """vLLM's ``speculative_config`` for the tuned schedule (only keys vLLM 0.33 has)."""
-    from vidur_specdec.speculation.proposers import weights_name
-
     s = base.speculative
     out: Dict[str, Any] = {"method": s.method, "model": weights_name(base)}  # ngram: null, as vLLM's default
     out["num_speculative_tokens"] = sched.k
@@ -85,8 +85,6 @@ def engine_args(base) -> Dict[str, Any]:
 
 def serve_command(base, spec_cfg: Dict[str, Any]) -> str:
     """A ``vllm serve`` line with the simulated engine keys and the speculative_config."""
-    import json
-
     e = engine_args(base)
     flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in e.items())
     return f"vllm serve {base.model} {flags} --speculative-config '{json.dumps(spec_cfg, separators=(',', ':'))}'"

@@ -23,6 +23,8 @@ speculative engine with vLLM's counters) for tests and demos without a GPU.
 Walkthrough: ``docs/validation.md``.
 """
 
+import importlib
+
 # Functions re-exported here (lazily); ``replay`` and ``calibrate`` are also module
 # names, so import those two functions from their modules.
 _LAZY = {
@@ -47,6 +49,5 @@ def __getattr__(name):
     mod = _LAZY.get(name)
     if mod is None:
         raise AttributeError(f"module 'vidur_specdec.validate' has no attribute {name!r}")
-    import importlib
 
     return getattr(importlib.import_module(f"vidur_specdec.validate.{mod}"), name)

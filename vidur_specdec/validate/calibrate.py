@@ -33,6 +33,7 @@ from vidur_specdec.config import MAX_K
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.validate.common import ValidateError, write_json, write_text
 from vidur_specdec.validate.counters import Snapshot, cache_info, spec_counters
+from vidur_specdec.speculation.acceptance import alpha_from_mean_length
 
 USES = ("per_position", "alpha")
 
@@ -47,8 +48,6 @@ def mean_acceptance_length(alpha: float, k: int) -> float:
 def alpha_from_mean_acceptance_length(mal: float, k: int, tol: float = 1e-12) -> float:
     """Invert :func:`mean_acceptance_length` for α in [0, 1] (clamped at the ends); see
     :func:`vidur_specdec.speculation.acceptance.alpha_from_mean_length`, which the simulator uses too."""
-    from vidur_specdec.speculation.acceptance import alpha_from_mean_length
-
     if k < 1:
         raise ValueError("k must be >= 1")
     return alpha_from_mean_length(mal, k, tol)

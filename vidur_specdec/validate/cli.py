@@ -16,13 +16,16 @@ from pathlib import Path
 from typing import List, Optional
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec import console
+from vidur_specdec import outfolder
+from vidur_specdec.console import Parser
+from vidur_specdec.validate.cost import CostModel
+import shutil
 
 PROG = "python -m vidur_specdec.validate"
 
 
 def _add_config(p, required=True) -> None:
-    from vidur_specdec import console
-
     console.add_config(p, required=required, help="simulator run config (YAML)")
     console.add_set(p)
 
@@ -34,8 +37,6 @@ def _add_overwrite(p) -> None:
 
 def _out_folder(args, command: str, resumes: bool = True) -> Path:
     """``--out`` checked by the one output-folder rule (:mod:`vidur_specdec.outfolder`); cleared when it says so."""
-    from vidur_specdec import outfolder
-
     out = Path(args.out)
     args._clear_out = outfolder.check(out, command, bool(getattr(args, "overwrite", False)), "--out", resumes)
     return out
@@ -44,8 +45,6 @@ def _out_folder(args, command: str, resumes: bool = True) -> Path:
 def _clear_out(args, out: Path) -> None:
     """Just before the first write: remove the earlier results ``--overwrite`` replaces."""
     if getattr(args, "_clear_out", False) and out.is_dir():
-        from vidur_specdec import outfolder
-
         outfolder.clear(out)
         args._clear_out = False
 
@@ -76,8 +75,6 @@ def _add_compare(p) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m vidur_specdec.validate`` (the same options as ``... vidur_specdec validate``)."""
-    from vidur_specdec.console import Parser
-
     ap = Parser(prog=PROG)
     add_arguments(ap)
     return ap
@@ -85,8 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Sub-subcommands of ``python -m vidur_specdec validate``."""
-    from vidur_specdec.console import Parser
-
     ap.description = ("Replay a workload against a vLLM server, calibrate the simulator from its counters, "
                       "simulate the same requests and compare; read engine step logs.")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=Parser)
@@ -173,12 +168,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def _load_cfg(args):
+    # lazy: start-up cost of pandas
     from vidur_specdec.engine.resolve import load
 
     return load(args.config, args.overrides)
 
 
 def _generate(args, cfg, out: Path):
+    # lazy: start-up cost of pandas
     from vidur_specdec.validate.workload import generate_trace, write_trace
 
     df = generate_trace(cfg, args.arrival, args.cv, args.seed)
@@ -187,6 +184,7 @@ def _generate(args, cfg, out: Path):
 
 
 def _scrape_text(url: str, deadline_s: Optional[float] = None):
+    # lazy: start-up cost of pandas, prometheus_client
     from vidur_specdec.validate.counters import scrape
 
     if deadline_s is not None and not deadline_s > 0:
@@ -195,6 +193,7 @@ def _scrape_text(url: str, deadline_s: Optional[float] = None):
 
 
 def _replay(args, url: str, trace, out: Path, scrape: bool, before=None, require_measured: bool = False):
+    # lazy: start-up cost of pandas
     from vidur_specdec.validate.common import check_measured, write_csv, write_json, write_text
     from vidur_specdec.validate.replay import chunk_log_jsonl, fetch_model_name, replay
 
@@ -248,6 +247,7 @@ def _print_calibration(cal) -> None:
 
 
 def _compare(args, config, trace_path: Path, trace, measured, cal, out: Path) -> None:
+    # lazy: start-up cost of pandas
     from vidur_specdec.validate.common import write_csv, write_json
     from vidur_specdec.validate.compare import join, matched_config, simulate_matched, summarize
     from vidur_specdec.validate.report import write_report
@@ -275,6 +275,7 @@ def _compare(args, config, trace_path: Path, trace, measured, cal, out: Path) ->
 
 def _provisional_check(config, overrides, trace_path: Path, before) -> None:
     """Before replaying: the matched config must be valid for this trace and the server's KV budget."""
+    # lazy: start-up cost of pandas, prometheus_client
     from vidur_specdec.validate.calibrate import Calibration
     from vidur_specdec.validate.compare import matched_config
     from vidur_specdec.validate.counters import cache_info, spec_counters
@@ -284,6 +285,7 @@ def _provisional_check(config, overrides, trace_path: Path, before) -> None:
     cal = Calibration(0.5 if k else None, None, [0.5] * k, cache["num_gpu_blocks"], cache["block_size"], k,
                       0, 0, 0, [], None, None, [])
     cfg = matched_config(config, trace_path, cal, "per_position", overrides)
+    # lazy: start-up cost of pandas, scipy, sklearn, vidur
     from vidur_specdec.engine.simulation import prepare
 
     prepare(cfg)  # raises ConfigError naming the key (lengths vs max_model_len, KV blocks)
@@ -301,9 +303,11 @@ def cmd_generate(args) -> int:
 
 
 def cmd_replay(args) -> int:
+    # lazy: start-up cost of pandas
     from vidur_specdec.validate.common import base_url
     from vidur_specdec.validate.workload import load_trace
 
+    # lazy: start-up cost of pandas
     from vidur_specdec.validate.workload import with_token_ids
 
     url = base_url(args.url)
@@ -316,6 +320,7 @@ def cmd_replay(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
+    # lazy: start-up cost of pandas, prometheus_client
     from vidur_specdec.validate.calibrate import calibrate, write_calibration
     from vidur_specdec.validate.counters import read_snapshot
 
@@ -337,6 +342,7 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    # lazy: start-up cost of pandas, prometheus_client
     from vidur_specdec.validate.calibrate import read_calibration
     from vidur_specdec.validate.common import read_table_file
     from vidur_specdec.validate.workload import load_trace
@@ -353,13 +359,12 @@ def cmd_compare(args) -> int:
 
 
 def cmd_steps(args) -> int:
+    # lazy: start-up cost of pandas
     from vidur_specdec.validate.common import write_csv, write_json
     from vidur_specdec.validate.steplogs import analyze
 
     cost_model = cfg = None
     if args.config:
-        from vidur_specdec.validate.cost import CostModel
-
         cfg = _load_cfg(args)
         cost_model = CostModel.from_config(cfg)
     if args.max_steps is not None and args.max_steps < 1:
@@ -369,6 +374,7 @@ def cmd_steps(args) -> int:
     tables = analyze(args.root, cost_model, filters, args.max_steps, args.times_unit)
     warnings = []
     if args.config:  # flag runs whose GPU, model or method differ from the config
+        # lazy: start-up cost of pandas, prometheus_client
         from vidur_specdec.validate.steplogs import config_mismatches
 
         warnings = config_mismatches(cfg, tables)
@@ -397,6 +403,7 @@ def cmd_steps(args) -> int:
 
 
 def cmd_run(args) -> int:
+    # lazy: start-up cost of pandas, prometheus_client
     from vidur_specdec.validate.calibrate import calibrate, write_calibration
     from vidur_specdec.validate.common import base_url
     from vidur_specdec.validate.workload import load_trace, write_trace
@@ -408,6 +415,7 @@ def cmd_run(args) -> int:
         raise ConfigError(f"--timeout-s: must be > 0, got {args.timeout_s}")
     source = None
     if args.trace:  # any trace the simulator reads; token ids drawn where absent, as generate draws them
+        # lazy: start-up cost of pandas
         from vidur_specdec.validate.workload import with_token_ids
 
         source = with_token_ids(load_trace(args.trace), cfg.seed if args.seed is None else args.seed)
@@ -461,8 +469,6 @@ def _remove_outputs(out: Path, created: bool, found: dict) -> None:
 
     Files that were there before and were not rewritten (same mtime and size) are kept.
     """
-    import shutil
-
     if created:
         shutil.rmtree(out, ignore_errors=True)
         return
@@ -475,6 +481,7 @@ def _remove_outputs(out: Path, created: bool, found: dict) -> None:
 
 
 def cmd_fake_server(args) -> int:
+    # lazy: start-up cost of aiohttp, prometheus_client
     from vidur_specdec.validate.fake_server import FakeEngineConfig, serve_forever
 
     if not 0 <= args.port <= 65535:
@@ -482,8 +489,8 @@ def cmd_fake_server(args) -> int:
     faults = {**{r: "fail" for r in args.fail}, **{r: "abort" for r in args.abort}, **{r: "hang" for r in args.hang}}
     step_fn = None
     if args.cost_config:
+        # lazy: start-up cost of pandas
         from vidur_specdec.engine.resolve import load
-        from vidur_specdec.validate.cost import CostModel
 
         cm = CostModel.from_config(load(args.cost_config))
         step_fn = lambda info: cm.step_ms(info.decode_q, info.decode_ctx, info.prefill,  # noqa: E731
@@ -499,11 +506,13 @@ def cmd_fake_server(args) -> int:
 
     def ready(url: str) -> None:
         if args.port_file:
+            # lazy: start-up cost of pandas
             from vidur_specdec.validate.common import write_text
 
             write_text(args.port_file, url.rsplit(":", 1)[1] + "\n")
         print(f"fake vLLM server on {url} (k = {args.k}, alpha = {args.alpha}); Ctrl-C to stop", flush=True)
 
+    # lazy: start-up cost of pandas
     from vidur_specdec.validate.common import raise_fd_limit
 
     raise_fd_limit()
@@ -527,6 +536,4 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """``python -m vidur_specdec.validate ...`` = ``python -m vidur_specdec validate ...``."""
-    from vidur_specdec import console
-
     return console.run_subcommand("validate", sys.modules[__name__], argv)

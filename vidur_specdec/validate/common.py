@@ -30,6 +30,10 @@ class ValidateError(ConfigError):
 
 # The server under validation failed (unreachable, or too few requests answered): exit status 3.
 from vidur_specdec.console import ServiceError  # noqa: E402,F401  (re-exported for the harness)
+from urllib.parse import urlsplit
+import threading
+import urllib.request
+from vidur_specdec.engine.workload import read_table
 
 MIN_MEASURED_SHARE = 0.9  # a replay that measured fewer requests than this is a failed measurement
 
@@ -59,6 +63,7 @@ def raise_fd_limit(want: int = 65536) -> int:
     cap a replay (or the fake server) well below that many streams.
     """
     try:
+        # lazy: optional dependency (ImportError handled)
         import resource
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -79,8 +84,6 @@ def base_url(url: str) -> str:
 
     A URL that cannot name a server (no host, a port outside 1..65535) is bad input (exit 2).
     """
-    from urllib.parse import urlsplit
-
     u = (url or "").strip().rstrip("/")
     if not (u.startswith("http://") or u.startswith("https://")):
         raise ValidateError(f"--url: expected http://HOST:PORT, got {url!r}"[:200])
@@ -104,9 +107,6 @@ def http_get(url: str, timeout_s: float = 10.0, deadline_s: float = DEFAULT_DEAD
     A server that trickles its answer (a byte every few seconds) never trips a read timeout; the
     deadline ends the wait. Any failure raises :class:`ServiceError` (one line, exit status 3).
     """
-    import threading
-    import urllib.request
-
     box: dict = {}
 
     def get() -> None:
@@ -186,6 +186,4 @@ def write_csv(path: Union[str, Path], df: pd.DataFrame) -> Path:
 
 def read_table_file(path: Union[str, Path], what: str = "--input") -> pd.DataFrame:
     """Read a CSV, JSONL or (with pyarrow) Parquet file; an error names ``what`` (one line)."""
-    from vidur_specdec.engine.workload import read_table
-
     return read_table(path, what)

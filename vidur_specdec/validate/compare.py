@@ -49,6 +49,7 @@ def matched_config(config: Union[str, Path, Mapping, None], trace_path: Union[st
 
 def simulate_matched(cfg: RunConfig, trace: pd.DataFrame):
     """Run the simulation; its ``requests`` get the trace's ``request_id`` values (same row order)."""
+    # lazy: start-up cost of scipy, sklearn, vidur
     from vidur_specdec.engine.simulation import prepare, run_prepared
 
     res = run_prepared(prepare(cfg))

@@ -38,6 +38,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
+from vidur_specdec.costs import verify_cost
+from vidur_specdec.hardware.collectives import all_reduce_model
+from vidur_specdec.speculation.proposers.base import ProposerContext
 
 Composition = Tuple[List[int], List[int], List[Tuple[int, int]]]
 
@@ -56,12 +59,10 @@ class CostModel:
     @classmethod
     def from_config(cls, cfg) -> "CostModel":
         """The cost model a simulation of ``cfg`` (a RunConfig) uses: same profiles, policy, proposer."""
+        # lazy: start-up cost of pandas
         from vidur_specdec.engine import deployment
         from vidur_specdec.engine.resolve import priced, resolve
         from vidur_specdec.costs import step_overheads
-        from vidur_specdec.costs import verify_cost
-        from vidur_specdec.hardware.collectives import all_reduce_model
-        from vidur_specdec.speculation.proposers.base import ProposerContext
 
         spec = cfg.speculative
         dep = resolve(cfg).deployment
@@ -80,6 +81,7 @@ class CostModel:
         (context before the chunk, chunk tokens) per prefill chunk;
         ``num_tokens`` defaults to the sum of all of them.
         """
+        # lazy: start-up cost of pandas, scipy, sklearn, vidur
         from vidur_specdec.engine.predictor import StepComposition
 
         n = int(num_tokens if num_tokens is not None else sum(decode_q) + sum(c for _, c in prefill))

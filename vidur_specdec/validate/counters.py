@@ -24,7 +24,7 @@ from typing import Dict, Optional, Tuple, Union
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from vidur_specdec.validate.common import ValidateError, base_url
+from vidur_specdec.validate.common import DEFAULT_DEADLINE_S, ServiceError, ValidateError, base_url, http_get
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -82,8 +82,6 @@ def scrape(url: str, timeout_s: float = 10.0, deadline_s: Optional[float] = None
     Every failure of the server (no answer, an answer past the deadline, text that is not
     Prometheus exposition) is a :class:`ServiceError` (exit status 3).
     """
-    from vidur_specdec.validate.common import DEFAULT_DEADLINE_S, ServiceError, http_get
-
     u = base_url(url) + "/metrics"
     try:
         text = http_get(u, timeout_s, DEFAULT_DEADLINE_S if deadline_s is None else deadline_s).decode(

@@ -49,6 +49,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+import signal
 
 FAULTS = ("fail", "abort", "hang")
 CATCH_UP_S = 0.005  # a step that starts this late is not caught up: the clock restarts
@@ -484,8 +485,6 @@ class FakeServer:
 
 async def serve_forever(cfg: FakeEngineConfig, host: str, port: int, on_ready: Callable[[str], None]) -> None:
     """Run the server on the current event loop until cancelled, SIGINT or SIGTERM."""
-    import signal
-
     srv = FakeServer(cfg, host, port)
     await srv.start_async()
     stop = asyncio.Event()

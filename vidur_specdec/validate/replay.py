@@ -50,6 +50,10 @@ import pandas as pd
 
 from vidur_specdec.engine.metrics import REQUEST_COLUMNS
 from vidur_specdec.validate.common import ValidateError, base_url, raise_fd_limit
+import ssl
+from urllib.parse import urlsplit
+from vidur_specdec.validate.common import DEFAULT_DEADLINE_S, ServiceError, http_get
+from vidur_specdec.validate.workload import with_token_ids
 
 MEASURED_EXTRA = ["status", "error", "chunks", "tokens_received", "sent_at_s", "scheduled_send_s", "lateness_ms",
                   "finish_reason", "token_counts"]
@@ -288,9 +292,6 @@ class _Response(asyncio.BufferedProtocol):
 class _Client:
     def __init__(self, url: str, model: str, timeout_s: float, extra_body: Optional[Dict] = None,
                  api_key: Optional[str] = None) -> None:
-        import ssl
-        from urllib.parse import urlsplit
-
         u = urlsplit(base_url(url))
         self.host = u.hostname or "127.0.0.1"
         self.port = u.port or (443 if u.scheme == "https" else 80)
@@ -415,8 +416,6 @@ def _slow_event(obj: Dict, rec: _Rec, prev: int):
 def fetch_model_name(url: str, timeout_s: float = 10.0, api_key: Optional[str] = None,
                      deadline_s: Optional[float] = None) -> str:
     """The first model id listed by ``GET /v1/models`` (``timeout_s`` per read, ``deadline_s`` in all, s)."""
-    from vidur_specdec.validate.common import DEFAULT_DEADLINE_S, ServiceError, http_get
-
     u = base_url(url) + "/v1/models"
     try:
         body = http_get(u, timeout_s, DEFAULT_DEADLINE_S if deadline_s is None else deadline_s,
@@ -436,8 +435,6 @@ async def replay_async(url: str, trace: pd.DataFrame, model: str, timeout_s: flo
     Requests are serialised before the schedule starts; each one is started by
     a timer at its arrival offset (``loop.call_at``) on a fresh connection.
     """
-    from vidur_specdec.validate.workload import with_token_ids
-
     client = _Client(url, model, timeout_s, extra_body, api_key)
     trace = with_token_ids(trace, 0)  # rows without ids get generate's ids (seed 0), as `validate run` draws them
     rows = list(trace.itertuples(index=False))

@@ -33,6 +33,7 @@ def _table(rows, header) -> str:
 
 
 def _figures(comp: pd.DataFrame, summary: Dict) -> list:
+    # lazy: start-up cost of plotly
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 

@@ -51,6 +51,7 @@ import pandas as pd
 from vidur_specdec.speculation.steplog_tables import RUN_KEY, read_table_file, truth_values
 from vidur_specdec.validate.calibrate import alpha_from_mean_acceptance_length
 from vidur_specdec.validate.common import ValidateError
+from vidur_specdec.validate.cost import split_sums
 
 KEY = RUN_KEY + ["mode"]  # a run, and accuracy apart from load runs
 PATH_KEY = RUN_KEY  # what a path can give
@@ -308,8 +309,6 @@ def step_time_summary(steps: pd.DataFrame, durations: pd.DataFrame) -> pd.DataFr
 def step_check(steps: pd.DataFrame, durations: pd.DataFrame, cost_model, max_steps: Optional[int] = None
                ) -> pd.DataFrame:
     """Each step's composition priced by the simulator's cost model, beside its measured times."""
-    from vidur_specdec.validate.cost import split_sums
-
     idx = steps.index
     if max_steps is not None:
         g, _ = _groups(steps)

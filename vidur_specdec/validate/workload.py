@@ -28,8 +28,9 @@ import numpy as np
 import pandas as pd
 
 from vidur_specdec.config import RunConfig
+from vidur_specdec.config.seeds import PROMPT_IDS_STREAM, WORKLOAD_STREAM
 from vidur_specdec.validate.common import ValidateError, write_text
-from vidur_specdec.engine.workload import read_trace_frame
+from vidur_specdec.engine.workload import draw_lengths, generate, read_trace_frame
 
 ARRIVALS = ("poisson", "gamma", "static")
 TRACE_COLUMNS = ["request_id", "arrival_offset_s", "prompt_tokens", "output_tokens", "prompt_token_ids"]
@@ -39,8 +40,6 @@ DEFAULT_TOKEN_RANGE = (1000, 30000)  # inside every Llama-2 vocabulary and clear
 def draw_arrivals_and_lengths(cfg: RunConfig, arrival: str, cv: float = 1.0,
                               seed: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Arrival offsets (s), prompt and output lengths for ``cfg.workload`` (num_requests, qps, lengths)."""
-    from vidur_specdec.engine.workload import draw_lengths, generate
-
     seed = cfg.seed if seed is None else seed
     w = copy.deepcopy(cfg.workload)
     if arrival in ("poisson", "static"):
@@ -52,7 +51,7 @@ def draw_arrivals_and_lengths(cfg: RunConfig, arrival: str, cv: float = 1.0,
         raise ValidateError(f"--arrival: must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
     if not cv > 0:
         raise ValidateError(f"--cv: must be > 0, got {cv}")
-    rng = np.random.default_rng([seed, 1])
+    rng = np.random.default_rng([seed, WORKLOAD_STREAM])
     n = w.num_requests
     shape = 1.0 / cv ** 2
     arrivals = np.cumsum(rng.gamma(shape, 1.0 / (w.qps * shape), size=n))
@@ -66,7 +65,7 @@ def prompt_ids(lengths: Sequence[int], seed: int, token_id_range=DEFAULT_TOKEN_R
     lo, hi = token_id_range
     if not 0 <= lo < hi:
         raise ValidateError(f"--token-id-range: need 0 <= lo < hi, got {lo} {hi}")
-    rng = np.random.default_rng([seed, 2])
+    rng = np.random.default_rng([seed, PROMPT_IDS_STREAM])
     return [rng.integers(lo, hi, size=int(n)).tolist() for n in lengths]
 
 

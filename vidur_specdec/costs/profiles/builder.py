@@ -18,6 +18,7 @@ import pandas as pd
 
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.costs.profiles import params as P
+from vidur_specdec.hardware.devices import DeviceError, DeviceSpec, get_device
 
 STAT_SUFFIXES = ("min", "max", "mean", "median", "std")
 
@@ -82,8 +83,6 @@ def device_fields(device) -> Dict:
     :func:`vidur_specdec.hardware.devices.get_device`), a DeviceSpec, or a mapping that
     already holds those figures.
     """
-    from vidur_specdec.hardware.devices import DeviceError, DeviceSpec, get_device
-
     if isinstance(device, Mapping) and not isinstance(device, DeviceSpec):
         return dict(device)
     try:
@@ -204,7 +203,7 @@ def mlp_op_times(
         fdev = fp8_device(device)
 
         def lin(tok, k, n):
-            return gemm_ms(tok, k, n, fdev, g, b, weight_b=1)
+            return gemm_ms(tok, k, n, fdev, g, b, weight_b=spec.linear_weight_bytes)
     else:
         def lin(tok, k, n):
             return gemm_ms(tok, k, n, device, g, b)

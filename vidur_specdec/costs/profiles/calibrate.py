@@ -262,6 +262,7 @@ def fit(measured: Mapping[str, ModelData], device: str = DEVICE, digits: int = 4
     Deterministic: fixed start point, fixed group order, values rounded to ``digits``
     significant digits.
     """
+    # lazy: start-up cost of scipy
     from scipy.optimize import least_squares
 
     dev = device_fields(device)

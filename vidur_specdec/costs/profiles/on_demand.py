@@ -38,6 +38,9 @@ import pandas as pd
 
 from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec
 from vidur_specdec.architectures.models import KNOWN_MODELS, ModelSpec
+from vidur_specdec.costs.profiles import SHIPPED
+from vidur_specdec.costs.profiles import write_profile
+from vidur_specdec.config import ConfigError
 
 MIN_CONTEXT = 4096  # tokens: smallest context a built profile covers (the shipped profiles' grid)
 MAX_CONTEXT = 32768  # tokens: largest; beyond, attention extrapolates linearly in the context
@@ -92,8 +95,6 @@ def build_key(model: ModelSpec, device: DeviceSpec, tp: int, context: int, chunk
 
 def is_shipped(model: ModelSpec, device: DeviceSpec, tp: int) -> bool:
     """True when ``profiles/`` ships this exact (model, device, tp) (same dimensions and figures)."""
-    from vidur_specdec.costs.profiles import SHIPPED
-
     return ((device.name, model.name, int(tp)) in SHIPPED and KNOWN_MODELS.get(model.name) == model
             and BUILTIN.get(device.name) == device)
 
@@ -101,13 +102,10 @@ def is_shipped(model: ModelSpec, device: DeviceSpec, tp: int) -> bool:
 def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, chunk: int,
                  cache_dir: Path) -> Tuple[Path, Path]:
     """The cached built profile's (mlp.csv, attention.csv), building and writing it if absent."""
-    from vidur_specdec.costs.profiles import write_profile
-
     folder = Path(cache_dir) / "profiles" / build_key(model, device, tp, context, chunk)[:32]
     mlp, att = folder / "mlp.csv", folder / "attention.csv"
     if mlp.is_file() and att.is_file():
         return mlp, att
-    from vidur_specdec.config import ConfigError
 
     spec = ModelSpec(**{**model.to_dict(), "max_model_len": int(context)})
     try:
@@ -119,8 +117,6 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
 
 def _check_tp_rows(mlp: Path, att: Path, tp: int, tp_key: str) -> None:
     """A measured profile must have rows for ``tp``; else one line naming ``tp_key`` and the file."""
-    from vidur_specdec.config import ConfigError
-
     for path in (mlp, att):
         try:
             col = pd.read_csv(path, usecols=["num_tensor_parallel_workers"])["num_tensor_parallel_workers"]
@@ -142,6 +138,7 @@ def choose_profile(root: str, model: ModelSpec, device: DeviceSpec, tp: int, *, 
     ``key`` names the profile-root config key and ``tp_key`` the TP key in error
     messages. ``longest_tokens`` and ``chunk_size`` set a built profile's grid.
     """
+    # lazy: name SHIPPED is bound otherwise at module level
     from vidur_specdec.costs.operator_model import SHIPPED, default_cache_dir, locate_profile, shipped_profiles_root
 
     if root == SHIPPED:
@@ -160,6 +157,7 @@ def choose_profile(root: str, model: ModelSpec, device: DeviceSpec, tp: int, *, 
 
 def describe(choice: ProfileChoice, path: Path) -> str:
     """One profile file as ``<label>/<file name> sha256:<12 hex>`` (machine independent)."""
+    # lazy: start-up cost of scipy, sklearn
     from vidur_specdec.costs.operator_model import file_digest
 
     return f"{choice.label}/{Path(path).name} sha256:{file_digest(path)[:12]}"

@@ -20,6 +20,7 @@ import pkgutil
 
 from vidur_specdec.config.registry import register_choices
 from vidur_specdec.speculation.proposers.base import REGISTRY, Proposer, ProposerContext, register  # noqa: F401
+from vidur_specdec.architectures.models import resolve_model
 
 for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _m.name.startswith("_") and _m.name not in ("base", "heads", "head_cost", "pairing"):
@@ -53,12 +54,17 @@ def build(cfg, target_time, cache_dir=None, **context) -> Proposer:
     return REGISTRY[spec.method].from_config(cfg, target_time, cache_dir, **context)
 
 
+def lookahead_tokens(cfg) -> int:
+    """vLLM's ``num_lookahead_tokens`` for a run config (tokens): see :meth:`Proposer.num_lookahead_tokens`."""
+    spec = cfg.speculative
+    return REGISTRY[spec.method].num_lookahead_tokens(spec.num_speculative_tokens) if spec.enabled else 0
+
+
 def weights_name(cfg) -> Optional[str]:
     """The drafter's or head's weights for vLLM's ``speculative_config["model"]`` (None: ngram, fixed, none)."""
     spec = cfg.speculative
     if not spec.enabled:
         return None
-    from vidur_specdec.architectures.models import resolve_model
 
     return REGISTRY[spec.method].weights_name(cfg, resolve_model(cfg.model, "model"))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Tuple
+from vidur_specdec.architectures.models import resolve_model
 
 REGISTRY: Dict[str, type] = {}
 
@@ -97,13 +98,35 @@ class Proposer:
         """(weight bytes, KV bytes per token) this proposer adds on one GPU."""
         return 0, 0
 
-    def num_lookahead_tokens(self, k: int) -> int:
+    @classmethod
+    def num_lookahead_tokens(cls, k: int) -> int:
         """KV slots (tokens) vLLM reserves past each step's 1 + guesses: k for a GPU drafter, else 0."""
-        return int(k) if self.drafter_forward else 0
+        return int(k) if cls.drafter_forward else 0
 
     def step_time_ms(self, comp) -> float:
         """Proposer time of one step (ms)."""
         return 0.0
+
+
+class ConstantCostProposer(Proposer):
+    """A drafter of constant cost (ms), read from ``speculative.<cost_key>``: once per step in which any
+    request proposes (a host-side lookup over the whole batch: ``ngram``, ``suffix``) or, with
+    ``per_round``, once per proposal round, as many rounds as the step's longest draft (``fixed``)."""
+
+    cost_key = ""  # the SpeculativeConfig field holding the cost (ms)
+    per_round = False
+
+    def __init__(self, cost_ms: float) -> None:
+        self.cost_ms = cost_ms
+
+    @classmethod
+    def from_config(cls, cfg, target_time, cache_dir=None, **context):
+        return cls(getattr(cfg.speculative, cls.cost_key))
+
+    def step_time_ms(self, comp) -> float:
+        if self.per_round:
+            return self.cost_ms * comp.max_guesses
+        return self.cost_ms if comp.max_guesses > 0 else 0.0
 
 
 def guesses_of(comp):
@@ -116,6 +139,5 @@ def _target_spec(cfg, context):
     dep = context.get("deployment")
     if dep is not None:
         return dep.model
-    from vidur_specdec.architectures.models import resolve_model
 
     return resolve_model(cfg.model, "model")

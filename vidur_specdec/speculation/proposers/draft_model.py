@@ -20,6 +20,7 @@ from __future__ import annotations
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.speculation.proposers.base import Proposer, register
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads, attention_ms, draft_passes
+from vidur_specdec.costs import verify_cost
 
 
 @register("draft_model")
@@ -31,8 +32,6 @@ class DraftModelProposer(Proposer):
     drafter_forward = True  # k lookahead KV slots; a first pass even at a scheduled k = 0
 
     def __init__(self, model, num_layers: int, verify=None, spec=None) -> None:
-        from vidur_specdec.costs import verify_cost
-
         self.model = model  # OperatorTimeModel of the drafter
         self.num_layers = num_layers
         self.verify = verify or verify_cost.SharedKV()
@@ -42,8 +41,6 @@ class DraftModelProposer(Proposer):
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
-        from vidur_specdec.costs import verify_cost
-
         dep, draft_time = context.get("deployment"), context.get("draft_time")
         if dep is None or draft_time is None:  # the engine resolves both once (engine.deployment.time_models)
             raise ValueError("draft_model needs the resolved deployment and the drafter's fitted time model "

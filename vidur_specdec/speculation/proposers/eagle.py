@@ -30,6 +30,11 @@ from __future__ import annotations
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.speculation.proposers.base import _target_spec, Proposer, register
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads, attention_ms, draft_passes
+from vidur_specdec.costs import verify_cost
+from vidur_specdec.speculation.tree import parse_tree
+from vidur_specdec.architectures.models import ModelSpec
+from vidur_specdec.costs.profiles.builder import mlp_op_times
+from vidur_specdec.hardware.devices import get_device
 
 
 def gemm_ms(device, rows: int, k: int, n: int) -> float:
@@ -56,9 +61,7 @@ class EagleProposer(Proposer):
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
-        from vidur_specdec.costs import verify_cost
         from vidur_specdec.speculation.proposers import heads
-        from vidur_specdec.speculation.tree import parse_tree
 
         target = _target_spec(cfg, context)
         head = heads.resolve(cfg, cls.name, target)
@@ -85,9 +88,6 @@ class EagleProposer(Proposer):
         """
         cache = self.__dict__.setdefault("_mlp_cache", {})
         if n not in cache:
-            from vidur_specdec.architectures.models import ModelSpec
-            from vidur_specdec.costs.profiles.builder import mlp_op_times
-
             h = self.head
             spec = ModelSpec(h.name, 1, h.hidden_size, h.num_heads, h.num_kv_heads, h.ffn_size, h.vocab_size,
                              head_dim=h.head_dim)
@@ -108,6 +108,7 @@ class EagleProposer(Proposer):
 
     @classmethod
     def weights_name(cls, cfg, target):
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.speculation.proposers.heads)
         from vidur_specdec.speculation.proposers import heads
 
         return heads.weights_name(cfg, cls.name, target)
@@ -118,8 +119,6 @@ class EagleProposer(Proposer):
     def _device_tp(self):
         ctx = getattr(self, "ctx", None)
         if ctx is None or ctx.device is None:
-            from vidur_specdec.hardware.devices import get_device
-
             return get_device("a100"), 1
         return ctx.device, ctx.tensor_parallel_size
 

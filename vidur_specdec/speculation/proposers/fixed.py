@@ -6,21 +6,13 @@ a step runs as many rounds as its longest draft, whatever the batch.
 
 from __future__ import annotations
 
-from vidur_specdec.speculation.proposers.base import Proposer, register
+from vidur_specdec.speculation.proposers.base import ConstantCostProposer, register
 
 
 @register("fixed")
-class FixedProposer(Proposer):
+class FixedProposer(ConstantCostProposer):
     """``cost_ms`` per proposal round; a step runs as many rounds as its longest draft."""
 
     label = "fixed cost"
-
-    def __init__(self, cost_ms: float) -> None:
-        self.cost_ms = cost_ms
-
-    @classmethod
-    def from_config(cls, cfg, target_time, cache_dir=None, **context):
-        return cls(cfg.speculative.fixed_cost_ms)
-
-    def step_time_ms(self, comp) -> float:
-        return self.cost_ms * comp.max_guesses
+    cost_key = "fixed_cost_ms"
+    per_round = True

@@ -29,9 +29,10 @@ multi-query read the target's verify step is. Times in ms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple
 
+from vidur_specdec.costs.profiles.params import DTYPE_BYTES
 from vidur_specdec.speculation.proposers.base import guesses_of
 
 
@@ -88,8 +89,7 @@ def attention_ms(time_model, verify, p: Pass) -> float:
 
 # --------------------------------------------------------------------------- what vLLM adds to a pass
 
-LOGIT_BYTES = 2  # draft logits stay in the model dtype (bf16) for the argmax / the d2t scatter
-HIDDEN_BYTES = 2  # bf16 hidden states
+# draft logits stay in the model dtype (bf16, DTYPE_BYTES) for the argmax / the d2t scatter, as do hidden states
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,6 @@ class PassOverheads:
 
     def bound(self, device) -> "PassOverheads":
         """The same settings priced on ``device`` (the target's GPU)."""
-        from dataclasses import replace
-
         return replace(self, device=device)
 
     def _bytes_ms(self, nbytes: float) -> float:
@@ -134,21 +132,21 @@ class PassOverheads:
         """Picking a pass's guesses: argmax (greedy, vLLM's default) or sampling over ``rows × vocab`` logits."""
         if rows <= 0:
             return 0.0
-        return self.kernel_ms + self._bytes_ms(self.sample_passes * rows * vocab * LOGIT_BYTES)
+        return self.kernel_ms + self._bytes_ms(self.sample_passes * rows * vocab * DTYPE_BYTES)
 
     def vocab_map_ms(self, rows: int, draft_vocab: int, vocab: int) -> float:
         """EAGLE-3's draft-to-target mapping: a −inf ``rows × vocab`` tensor filled, then the draft logits scattered
         into it (``llama_eagle3.py`` ``compute_logits``), and the argmax then runs over ``vocab``, not ``draft_vocab``."""
         if rows <= 0 or draft_vocab >= vocab:
             return 0.0
-        return 2 * self.kernel_ms + self._bytes_ms(rows * (vocab + 2 * draft_vocab) * LOGIT_BYTES)
+        return 2 * self.kernel_ms + self._bytes_ms(rows * (vocab + 2 * draft_vocab) * DTYPE_BYTES)
 
     def aux_hidden_ms(self, tokens: int, hidden: int, layers: int = 3) -> float:
         """The target's auxiliary hidden states for EAGLE-3: ``layers`` extra outputs of ``tokens × hidden``
         written by the target, then read and concatenated for the fused ``fc`` (written once more)."""
         if tokens <= 0:
             return 0.0
-        return self.kernel_ms + self._bytes_ms(3 * layers * tokens * hidden * HIDDEN_BYTES)
+        return self.kernel_ms + self._bytes_ms(3 * layers * tokens * hidden * DTYPE_BYTES)
 
 
 PROBABILISTIC_PASSES = 4.0  # softmax + Gumbel sample + caching the draft logits: read, write, read, read

@@ -20,14 +20,14 @@ head over the full vocabulary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Optional, Tuple
 
 
 from vidur_specdec.config import ConfigError
-
-DTYPE_BYTES = 2
+from vidur_specdec.costs.profiles.params import DTYPE_BYTES
+from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,10 @@ class HeadSpec:
     vocab_size: int = 32000  # the target's vocabulary (embedding and, if shared, LM head)
     draft_vocab_size: Optional[int] = None  # EAGLE-3: its own LM head's vocabulary
     medusa_heads: int = 0  # Medusa: parallel heads (max guesses)
-    targets: Tuple[str, ...] = ()  # target models it was trained for (for the default choice)
+    targets: Tuple[str, ...] = ()  # target models it is the default head of (speculative.model null)
     head_dim_override: int = 0  # attention head width when not hidden / heads (gpt-oss 64, Qwen3 128)
     moe: bool = False  # MTP of an MoE target: the module's decoder layer is an MoE layer with its own experts
+    trained_for: str = ""  # the target whose hidden states it was trained on (its model card); "" unknown
 
     @property
     def head_dim(self) -> int:
@@ -97,17 +98,22 @@ KNOWN_HEADS = {
     h.name: h
     for h in (
         # EAGLE (Li et al. 2024) heads for Llama-2-chat: one decoder layer at the target's shape
-        HeadSpec("yuhuili/EAGLE-llama2-chat-7B", "eagle", 4096, 32, 32, 11008, 1, 32000, targets=_L2_7B),
-        HeadSpec("yuhuili/EAGLE-llama2-chat-13B", "eagle", 5120, 40, 40, 13824, 1, 32000, targets=_L2_13B),
-        HeadSpec("yuhuili/EAGLE-llama2-chat-70B", "eagle", 8192, 64, 8, 28672, 1, 32000, targets=_L2_70B),
+        HeadSpec("yuhuili/EAGLE-llama2-chat-7B", "eagle", 4096, 32, 32, 11008, 1, 32000, targets=_L2_7B,
+                 trained_for="meta-llama/Llama-2-7b-chat-hf"),
+        HeadSpec("yuhuili/EAGLE-llama2-chat-13B", "eagle", 5120, 40, 40, 13824, 1, 32000, targets=_L2_13B,
+                 trained_for="meta-llama/Llama-2-13b-chat-hf"),
+        HeadSpec("yuhuili/EAGLE-llama2-chat-70B", "eagle", 8192, 64, 8, 28672, 1, 32000, targets=_L2_70B,
+                 trained_for="meta-llama/Llama-2-70b-chat-hf"),
         # EAGLE heads for Llama-3.x (GQA, 128k vocabulary)
-        HeadSpec("yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "eagle", 4096, 32, 8, 14336, 1, 128256, targets=_L31_8B),
-        HeadSpec("yuhuili/EAGLE-LLaMA3-Instruct-70B", "eagle", 8192, 64, 8, 28672, 1, 128256, targets=_L3_70B),
+        HeadSpec("yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "eagle", 4096, 32, 8, 14336, 1, 128256, targets=_L31_8B,
+                 trained_for="meta-llama/Llama-3.1-8B-Instruct"),
+        HeadSpec("yuhuili/EAGLE-LLaMA3-Instruct-70B", "eagle", 8192, 64, 8, 28672, 1, 128256, targets=_L3_70B,
+                 trained_for="meta-llama/Meta-Llama-3-70B-Instruct"),
         # EAGLE-3 (Li et al. 2025): fused 3-layer features, reduced 32k draft vocabulary
         HeadSpec("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3", 4096, 32, 8, 14336, 1, 128256, 32000,
-                 targets=_L31_8B),
+                 targets=_L31_8B, trained_for="meta-llama/Llama-3.1-8B-Instruct"),
         HeadSpec("yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "eagle3", 8192, 64, 8, 28672, 1, 128256, 32000,
-                 targets=_L3_70B),
+                 targets=_L3_70B, trained_for="meta-llama/Llama-3.3-70B-Instruct"),
         # EAGLE-3 heads for mixture-of-experts targets: one dense Llama layer (its own gated MLP, priced by
         # its own width), 32,000-token draft vocabulary. Names: SGLang's speculative-decoding docs table
         # (sgl-project/sglang, docs/advanced_features/speculative_decoding.md) and its gpt-oss config
@@ -115,16 +121,21 @@ KNOWN_HEADS = {
         # configs/gpt-oss-120B-eagle3.json, gpt-oss-20B-eagle3.json, qwen3-30B-A3B-eagle3.json,
         # qwen3-235B-A22B-eagle3.json @ a6b6b023: hidden, heads / KV heads / head_dim, intermediate_size).
         HeadSpec("lmsys/EAGLE3-gpt-oss-120b-bf16", "eagle3", 2880, 64, 8, 17280, 1, 201088, 32000,
-                 targets=("openai/gpt-oss-120b",), head_dim_override=64),
+                 targets=("openai/gpt-oss-120b",), head_dim_override=64,
+                 trained_for="openai/gpt-oss-120b"),
         HeadSpec("zhuyksir/EAGLE3-gpt-oss-20b-bf16", "eagle3", 2880, 64, 8, 17280, 1, 201088, 32000,
-                 targets=("openai/gpt-oss-20b",), head_dim_override=64),
+                 targets=("openai/gpt-oss-20b",), head_dim_override=64,
+                 trained_for="openai/gpt-oss-20b"),
         HeadSpec("Tengyunw/qwen3_30b_moe_eagle3", "eagle3", 2048, 32, 4, 12288, 1, 151936, 32000,
-                 targets=("Qwen/Qwen3-30B-A3B",), head_dim_override=128),
+                 targets=("Qwen/Qwen3-30B-A3B",), head_dim_override=128,
+                 trained_for="Qwen/Qwen3-30B-A3B"),
         HeadSpec("lmsys/Qwen3-235B-A22B-EAGLE3", "eagle3", 4096, 64, 4, 24576, 1, 151936, 32000,
-                 targets=("Qwen/Qwen3-235B-A22B",), head_dim_override=128),
+                 targets=("Qwen/Qwen3-235B-A22B",), head_dim_override=128,
+                 trained_for="Qwen/Qwen3-235B-A22B"),
         # Medusa-1 heads (Cai et al. 2024) for Vicuna-7B (Llama-2-7B shape): 5 heads, one residual block each
         HeadSpec("FasterDecoding/medusa-vicuna-7b-v1.3", "medusa", 4096, num_layers=1, vocab_size=32000,
-                 medusa_heads=5, targets=_L2_7B),
+                 medusa_heads=5, targets=_L2_7B,
+                 trained_for="lmsys/vicuna-7b-v1.3"),
     )
 }
 
@@ -187,7 +198,6 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         p = Path(name).expanduser()
         if not p.is_file():
             raise ConfigError(f"{key}: file not found: {p}")
-        from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
         try:
             text = p.read_text(encoding="utf-8")
@@ -207,8 +217,6 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         raise ConfigError(f"{key}: {head.name}'s layer (heads {head.num_heads}, kv heads {head.num_kv_heads}, "
                           f"ffn {head.ffn_size}) differs from {target.name}'s; it is priced by the target's profile")
     if method == "eagle3" and cfg.speculative.draft_vocab_size is not None:
-        from dataclasses import replace
-
         head = replace(head, draft_vocab_size=cfg.speculative.draft_vocab_size)
     return head
 

@@ -17,6 +17,7 @@ from vidur_specdec.config import ConfigError
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.speculation.proposers.base import _target_spec, Proposer, guesses_of, register
 from vidur_specdec.speculation.proposers.eagle import gemm_ms
+from vidur_specdec.hardware.devices import get_device
 
 
 @register("medusa")
@@ -31,6 +32,7 @@ class MedusaProposer(Proposer):
 
     @classmethod
     def from_config(cls, cfg, target_time, cache_dir=None, **context):
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.speculation.proposers.heads)
         from vidur_specdec.speculation.proposers import heads
 
         head = heads.resolve(cfg, "medusa", _target_spec(cfg, context))
@@ -42,6 +44,7 @@ class MedusaProposer(Proposer):
 
     @classmethod
     def weights_name(cls, cfg, target):
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.speculation.proposers.heads)
         from vidur_specdec.speculation.proposers import heads
 
         return heads.weights_name(cfg, cls.name, target)
@@ -52,8 +55,6 @@ class MedusaProposer(Proposer):
     def step_time_ms(self, comp) -> float:
         ctx = getattr(self, "ctx", None)
         if ctx is None or ctx.device is None:
-            from vidur_specdec.hardware.devices import get_device
-
             device = get_device("a100")
         else:
             device = ctx.device

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from vidur_specdec.speculation.proposers.base import register
 from vidur_specdec.speculation.proposers.eagle import EagleProposer
+from dataclasses import replace
 
 
 @register("mtp")
@@ -32,6 +33,7 @@ class MTPProposer(EagleProposer):
         """
         if not self.head.moe or self.target_spec is None:
             return super().layer_mlp_ms(p, device, tp)
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.costs.moe_layer import moe_layer_ms
 
         groups = [q for q in p.q if q > 0] + [c for _, c in p.prefill if c > 0]
@@ -48,8 +50,8 @@ class MTPProposer(EagleProposer):
         t = self.target_spec
         if not self.head.moe or t is None:
             return super().memory_bytes(tp)
-        from dataclasses import replace
 
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes
 
         # n modules, each one MoE decoder layer of the target (all experts, the checkpoint's format) plus

@@ -8,22 +8,13 @@ for the whole batch at once. How often a request's context matches is
 
 from __future__ import annotations
 
-from vidur_specdec.speculation.proposers.base import Proposer, register
+from vidur_specdec.speculation.proposers.base import ConstantCostProposer, register
 
 
 @register("ngram")
-class NgramProposer(Proposer):
+class NgramProposer(ConstantCostProposer):
     """Fixed CPU cost (ms) per step that proposes at least one guess."""
 
     label = "n-gram"
     variable_proposals = True  # a step without a match proposes nothing (speculation/proposals.py)
-
-    def __init__(self, cost_ms: float) -> None:
-        self.cost_ms = cost_ms
-
-    @classmethod
-    def from_config(cls, cfg, target_time, cache_dir=None, **context):
-        return cls(cfg.speculative.ngram_cost_ms)
-
-    def step_time_ms(self, comp) -> float:
-        return self.cost_ms if comp.max_guesses > 0 else 0.0
+    cost_key = "ngram_cost_ms"

@@ -2,7 +2,8 @@
 
 A head is trained on one target's hidden states; on another target (a Llama-3.3
 head on a Llama-3.1 target, say) it runs, but its acceptance is not the one
-published for it. :func:`describe_proposer` names the weights and, for such a
+published for it (the target it was trained on: :attr:`HeadSpec.trained_for
+<vidur_specdec.speculation.proposers.heads.HeadSpec>`). :func:`describe_proposer` names the weights and, for such a
 pairing, one warning line; both go into ``summary.json``.
 """
 
@@ -10,17 +11,9 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-# The target each known head was trained on (its model card).
-TRAINED_ON = {
-    "yuhuili/EAGLE-llama2-chat-7B": "meta-llama/Llama-2-7b-chat-hf",
-    "yuhuili/EAGLE-llama2-chat-13B": "meta-llama/Llama-2-13b-chat-hf",
-    "yuhuili/EAGLE-llama2-chat-70B": "meta-llama/Llama-2-70b-chat-hf",
-    "yuhuili/EAGLE-LLaMA3.1-Instruct-8B": "meta-llama/Llama-3.1-8B-Instruct",
-    "yuhuili/EAGLE-LLaMA3-Instruct-70B": "meta-llama/Meta-Llama-3-70B-Instruct",
-    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": "meta-llama/Llama-3.1-8B-Instruct",
-    "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B": "meta-llama/Llama-3.3-70B-Instruct",
-    "FasterDecoding/medusa-vicuna-7b-v1.3": "lmsys/vicuna-7b-v1.3",
-}
+from vidur_specdec.speculation.proposers.heads import KNOWN_HEADS
+from vidur_specdec.speculation.proposers import weights_name
+
 _SAME = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "meta-llama/Llama-3.1-8B-Instruct"}
 
 
@@ -30,8 +23,9 @@ def _norm(name: str) -> str:
 
 def pairing_warning(head: Optional[str], target: str) -> Optional[str]:
     """One line when ``head`` was trained for another target than ``target``; else None."""
-    trained = TRAINED_ON.get(head or "")
-    if trained is None or _norm(trained) == _norm(target):
+    known = KNOWN_HEADS.get(head or "")
+    trained = known.trained_for if known is not None else None
+    if not trained or _norm(trained) == _norm(target):
         return None
     return (f"warning: speculative.model: {head} was trained for {trained}, not {target}; its acceptance "
             "on this target is not the published one (set the acceptance you measured)")
@@ -42,7 +36,6 @@ def describe_proposer(cfg) -> Dict:
     spec = cfg.speculative
     if not spec.enabled:
         return {"proposer_weights": None, "proposer_pairing_warning": None}
-    from vidur_specdec.speculation.proposers import weights_name
 
     try:
         name = weights_name(cfg)

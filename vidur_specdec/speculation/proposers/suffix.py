@@ -19,22 +19,13 @@ host between steps. No published per-step time was found; the default is
 
 from __future__ import annotations
 
-from vidur_specdec.speculation.proposers.base import Proposer, register
+from vidur_specdec.speculation.proposers.base import ConstantCostProposer, register
 
 
 @register("suffix")
-class SuffixProposer(Proposer):
+class SuffixProposer(ConstantCostProposer):
     """Fixed CPU cost (ms) per step that proposes at least one guess; 0..k guesses per request."""
 
     label = "suffix"
     variable_proposals = True
-
-    def __init__(self, cost_ms: float) -> None:
-        self.cost_ms = cost_ms
-
-    @classmethod
-    def from_config(cls, cfg, target_time, cache_dir=None, **context):
-        return cls(cfg.speculative.suffix_cost_ms)
-
-    def step_time_ms(self, comp) -> float:
-        return self.cost_ms if comp.max_guesses > 0 else 0.0
+    cost_key = "suffix_cost_ms"
