@@ -72,8 +72,9 @@ def configs(draw) -> dict:
     method = draw(st.sampled_from(["none", "ngram", "fixed", "draft_model"]))
     k = draw(st.integers(0, 8))
     spec = {"method": method, "num_speculative_tokens": k,
-            "verify_attention": draw(st.sampled_from(["shared_kv", "per_token", "interpolated"])),
-            "verify_interpolation_weight": draw(st.sampled_from([0.0, 0.3, 1.0]))}
+            "verify_attention": draw(st.sampled_from(["shared_kv", "per_token", "interpolated"]))}
+    if spec["verify_attention"] == "interpolated":  # the weight is read by interpolated only (else refused)
+        spec["verify_interpolation_weight"] = draw(st.sampled_from([0.0, 0.3, 1.0]))
     form = draw(st.sampled_from(["rate", "per_position", "histogram"])) if k else "rate"
     prob = st.floats(0.0, 1.0, allow_nan=False)
     if form == "rate":
