@@ -54,6 +54,17 @@ def each_batch(check):
         SpecSarathiReplicaScheduler._get_next_batch = orig
 
 
+def one_error_line(capsys, rc, *needles, code=2) -> str:
+    """The command ended with status ``code`` and one ``error:`` line on stderr holding every needle, no traceback."""
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == code and "Traceback" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
 def small(num_requests=60, qps=4.0, method="ngram", k=4, alpha=0.7, **extra):
     """A small run config (shipped profiles) as a dict; ``extra`` merges top-level sections."""
     cfg = {

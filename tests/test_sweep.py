@@ -14,6 +14,7 @@ import yaml
 
 from conftest import REPO
 from vidur_specdec.config import ConfigError
+from vidur_specdec.sweep.journal import line_sum
 from vidur_specdec.sweep import is_sweep, load_sweep, run_sweep
 
 BASE = {
@@ -226,12 +227,13 @@ def test_changed_config_and_foreign_csv_are_refused(reference, tmp_path):
     assert str(tmp_path) in str(e.value) and "different sweep" in str(e.value)
     assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before
 
-    # a CSV of another sweep under the same name, without a journal
+    # a user's CSV under the sweep's name: not a sweep table, so never replaced, even with --overwrite
     other = tmp_path / "other"
     other.mkdir()
     (other / "tiny.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(ConfigError, match="belongs to a different sweep"):
-        run_sweep(sw, other, jobs=1, progress=False)
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match="tiny.csv"):
+            run_sweep(sw, other, jobs=1, progress=False, overwrite=overwrite)
     assert (other / "tiny.csv").read_text() == "a,b\n1,2\n"
     assert sorted(f.name for f in other.iterdir()) == ["tiny.csv"]
 
@@ -257,9 +259,35 @@ def test_journal_from_other_code_is_refused(tmp_path):
     lines = j.read_text().splitlines(keepends=True)
     header = json.loads(lines[0])
     header["code"] = "0" * 16
+    header["sum"] = line_sum(header)  # a consistent line of other code, not an edit
     j.write_text(json.dumps(header, sort_keys=True) + "\n" + "".join(lines[1:]))
     with pytest.raises(ConfigError, match="different simulator code"):
         run_sweep(sw, tmp_path, jobs=1, progress=False)
+
+
+def test_an_edited_or_unchecksummed_journal_is_refused(tmp_path, monkeypatch):
+    """A changed metric (checksum kept) or a journal without checksums: refused, never resumed into a CSV."""
+    sw = load_sweep(small_sweep())
+    first = run_sweep(sw, tmp_path, jobs=1, progress=False).csv_path.read_bytes()
+    j = tmp_path / ".tiny.journal.jsonl"
+    good = j.read_text()
+    lines = good.splitlines(keepends=True)
+    assert all("sum" in json.loads(ln) for ln in lines)
+    edited = lines[2].replace('"tpot_ms_p50": ', '"tpot_ms_p50": 1', 1)
+    assert edited != lines[2]
+    from vidur_specdec.sweep import executors
+
+    monkeypatch.setattr(executors, "run_row", lambda *a, **k: (_ for _ in ()).throw(AssertionError("simulated")))
+    (tmp_path / "tiny.csv").unlink()
+    for text, words in (("".join(lines[:2]) + edited + "".join(lines[3:]), "line 3 does not match its checksum"),
+                        ("".join(json.dumps({k: v for k, v in json.loads(ln).items() if k != "sum"},
+                                            sort_keys=True) + "\n" for ln in lines), "line 1 has no checksum")):
+        j.write_text(text)
+        with pytest.raises(ConfigError, match=words):
+            run_sweep(sw, tmp_path, jobs=1, progress=False)
+        assert j.read_text() == text and not (tmp_path / "tiny.csv").exists()
+    j.write_text(good)  # the untouched journal resumes into the same bytes
+    assert run_sweep(sw, tmp_path, jobs=1, progress=False).csv_path.read_bytes() == first
 
 
 def test_ray_executor_identical(reference, tmp_path):
@@ -297,6 +325,7 @@ def test_journal_line_with_bad_metrics_is_refused_before_any_simulation(tmp_path
     lines = j.read_text().splitlines(keepends=True)
     obj = json.loads(lines[3])
     obj["metrics"]["tpot_ms_p50"] = "fast"
+    obj["sum"] = line_sum(obj)  # checksummed: the metrics check below, not the checksum, refuses it
     lines[3] = json.dumps(obj, sort_keys=True) + "\n"
     obj5 = json.loads(lines[5])
     j.write_text("".join(lines[:5]))  # row of line 5 onwards is pending again
@@ -311,6 +340,7 @@ def test_journal_line_with_bad_metrics_is_refused_before_any_simulation(tmp_path
     msg = str(e.value)
     assert "\n" not in msg and f"sweep row {obj['row']}" in msg and "tpot_ms_p50" in msg and "line 4" in msg
     del obj5["metrics"]["restarts"]
+    obj5["sum"] = line_sum(obj5)
     j.write_text("".join(lines[:3]) + json.dumps(obj5, sort_keys=True) + "\n")
     with pytest.raises(ConfigError, match=f"sweep row {obj5['row']}.*restarts is missing"):
         run_sweep(sw, tmp_path, jobs=1, progress=False)

@@ -48,6 +48,7 @@ SUBCOMMANDS = [
     ("tune", "vidur_specdec.tune.cli", "find where speculation stops paying, the best k per load and a per-batch-size k schedule; write a vLLM speculative_config"),
     ("profiles", "vidur_specdec.profiles.cli", "build, compare and calibrate analytical operator profiles"),
     ("validate", "vidur_specdec.validate.cli", "replay a workload against a vLLM server and compare"),
+    ("acceptance", "vidur_specdec.speculation.library_cli", "list and filter the cited library of published acceptance (mean acceptance length by drafter, dataset and k)"),
 ]
 
 

@@ -50,6 +50,31 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
+MAX_SEED = 2 ** 32 - 1  # numpy's seeds (and the config's `seed`) are in [0, 2**32 - 1]
+
+
+def ranged(kind: type, low: float, high: float):
+    """An argparse ``type=``: a ``kind`` (int or float) in [low, high]; anything else is one-line error, exit 2."""
+    import math
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            bounds = f"[{low:,}, {high:,}]" if kind is int else f"[{low:g}, {high:g}]"
+            raise argparse.ArgumentTypeError(f"must be in {bounds}, got {text}")
+        return value
+
+    parse.__name__ = "integer" if kind is int else "number"
+    return parse
+
+
+SEED = ranged(int, 0, MAX_SEED)
+
+
 # --------------------------------------------------------------------------- shared options
 
 

@@ -40,6 +40,8 @@ from vidur_specdec.engine.resolve import load
 
 FLOAT_FORMAT = "%.6f"
 RUN_FILES = ("requests.csv", "steps.csv", "summary.json", "config.yaml")
+ANNOUNCE_REQUESTS = 100_000  # a run of more requests (or trace lines) prints its memory estimate first
+BYTES_PER_REQUEST = 4_500  # peak memory a request, measured: 200,000 requests peak at 0.98 GB (docs/config.md)
 
 
 def _jsonable(x):
@@ -90,24 +92,10 @@ class RunFolder:
 
     def _check_writable(self, folder: Path) -> None:
         """The nearest existing folder at or above ``folder`` must be a folder we can create files in."""
-        opt = self.option
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.outfolder)
-        from vidur_specdec.outfolder import stat_path
+        from vidur_specdec.outfolder import check_writable
 
-        stat_path(folder, opt)  # a symlink loop: one line naming the user's path
-        probe = Path(os.path.abspath(folder))
-        while not probe.exists():
-            if probe.parent == probe:
-                break
-            probe = probe.parent
-        if not probe.is_dir():
-            raise ConfigError(f"{opt}: {self.requested or self.default_parent} is under {probe}, "
-                              "which is a file, not a folder")
-        try:
-            tmp = tempfile.mkdtemp(prefix=".vidur-specdec-probe.", dir=probe)
-            os.rmdir(tmp)
-        except OSError as e:
-            raise ConfigError(f"{opt}: cannot write in {probe}: {e.strerror or e}") from None
+        check_writable(folder, self.option)
 
     def reserve(self) -> Path:
         """Create the default folder now (atomically unique); an explicit folder is only checked."""
@@ -154,8 +142,10 @@ class RunFolder:
                 if not (self.overwrite or self._reserved):
                     raise ConfigError(f"{self.option}: {out} was filled by someone else during the run; "
                                       f"the results were not written")
+                self._check_again(out)
                 old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
                 os.replace(out, old / "run")
+                _keep_foreign(old / "run", tmp, self.option)  # appeared since the check: kept, moved along
             os.replace(tmp, out)  # onto a missing or empty folder: atomic
         except BaseException:
             if old is not None and (old / "run").exists() and not out.exists():
@@ -165,9 +155,20 @@ class RunFolder:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
             if old is not None:
+                _keep_foreign(old / "run", out, self.option)
                 shutil.rmtree(old, ignore_errors=True)
         self._reserved = False
         return out
+
+    def _check_again(self, out: Path) -> None:
+        """At the swap: a file a user put in ``out`` during the run stops it (the results are not written)."""
+        # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.outfolder)
+        from vidur_specdec.outfolder import foreign
+
+        users = foreign(out, self.option)
+        if users:
+            raise ConfigError(f"{self.option}: {out} gained files during the run that are not this tool's output "
+                              f"({', '.join(users[:3])}); the results were not written, and your files are kept")
 
     def discard(self) -> None:
         """Remove the reserved default folder if the run ended without writing into it."""
@@ -177,6 +178,18 @@ class RunFolder:
             except OSError:
                 pass
             self._reserved = False
+
+
+def _keep_foreign(old_run: Path, out: Path, option: str) -> None:
+    """Move any file that is not this tool's output from the replaced folder into ``out`` (never removed)."""
+    if not (old_run.is_dir() and out.is_dir()):
+        return
+    # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.outfolder)
+    from vidur_specdec.outfolder import foreign
+
+    for name in foreign(old_run, option):
+        if not (out / name).exists():
+            os.replace(old_run / name, out / name)
 
 
 def _fill(result) -> Callable[[Path], None]:
@@ -223,6 +236,11 @@ def run_one(args: argparse.Namespace) -> int:
     prepared = prepare(cfg)
     for w in prepared.warnings:  # values that run but are probably wrong (also in summary.json)
         print(f"warning: {w}", file=sys.stderr)
+    n = len(prepared.specs)
+    if n > ANNOUNCE_REQUESTS:  # a long run says so, with its memory estimate, before it starts
+        print(f"run: {n:,} requests: about {n * BYTES_PER_REQUEST / 1e9:.1f} GB of memory "
+              f"({BYTES_PER_REQUEST / 1e3:.1f} KB a request, docs/config.md); Ctrl-C stops it, writing nothing",
+              file=sys.stderr, flush=True)
     folder = RunFolder(args.output_dir, overwrite=getattr(args, "overwrite", False))
     folder.reserve()
     try:

@@ -3,7 +3,8 @@
 # then the recorded tunes and their figures in docs/tune.md and README.md (scripts/tune_figures.py)
 # and the MoE step-ratio and held-out MoE-layer tables in docs/model.md and docs/profiles.md
 # (scripts/moe_step_ratio.py, scripts/moe_layer_error.py), and the EAGLE calibration table in docs/model.md
-# (scripts/eagle_calibration.py) and the n-gram proposal-rate table in docs/model.md (scripts/ngram_rate.py).
+# (scripts/eagle_calibration.py), the n-gram proposal-rate table in docs/model.md (scripts/ngram_rate.py) and
+# the draft-KV transferred-vs-recomputed table in docs/model.md (scripts/draft_kv_recompute.py).
 # Run after any change to the simulator, the profiles or the sweep files (a few minutes on 2 cores):
 #   sweeps/results/regenerate.sh            (PYTHON=/path/to/python to choose the interpreter)
 # tests/test_sweep_recorded.py and tests/test_report.py fail while the recorded files are stale.
@@ -28,3 +29,4 @@ for name in "${SWEEPS[@]}"; do CSVS+=("sweeps/results/$name.csv"); done
 "$PY" scripts/moe_layer_error.py --write
 "$PY" scripts/eagle_calibration.py --write
 "$PY" scripts/ngram_rate.py --write
+"$PY" scripts/draft_kv_recompute.py --write

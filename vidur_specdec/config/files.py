@@ -233,3 +233,100 @@ def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{what}: {p} must hold a mapping at top level")
     return data
+
+
+MAX_TABLE_BYTES = 4 << 30  # a CSV table (profile, trace, measured or step log) is at most 4 GiB
+MAX_SHOWN_COLUMNS = 8  # columns listed in a message about a table's header
+
+
+def read_csv_table(path: Union[str, Path], what: str, columns: Sequence[str] = (),
+                   integers: Optional[Mapping[str, tuple]] = None, rows: bool = True):
+    """Read a CSV table defensively; every problem is one :class:`ConfigError` line naming ``what`` and the file.
+
+    Refused: a missing or unreadable file, one larger than :data:`MAX_TABLE_BYTES`, text that is
+    not UTF-8 (the byte offset is named), no header, no rows (when ``rows``), a missing column of
+    ``columns``, and in ``integers`` (column -> ``(low, high)``) a value that is not a whole number
+    within the bounds (the line is named; a huge number such as ``1e400`` is out of bounds).
+    Returns a :class:`pandas.DataFrame`.
+    """
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what}: file not found: {p}")
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {p}: {e.strerror or e}") from None
+    if size > MAX_TABLE_BYTES:
+        raise ConfigError(f"{what}: {p} is {size:,} bytes; a table is at most {MAX_TABLE_BYTES:,} bytes")
+    try:
+        df = pd.read_csv(p, encoding="utf-8", low_memory=False)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    except pd.errors.EmptyDataError:
+        raise ConfigError(f"{what}: {p} is empty: no header line") from None
+    except (pd.errors.ParserError, ValueError, OverflowError) as e:
+        raise ConfigError(f"{what}: {p} is not a CSV table: {str(e).splitlines()[0][:120]}") from None
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {p}: {e.strerror or e}") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        has = list(map(str, df.columns))
+        more = f", ... ({len(has)} in all)" if len(has) > MAX_SHOWN_COLUMNS else ""
+        raise ConfigError(f"{what}: {p} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing[:5])} "
+                          f"(it has {', '.join(has[:MAX_SHOWN_COLUMNS])}{more})")
+    if rows and df.empty:
+        raise ConfigError(f"{what}: {p} has a header but no rows")
+    for col, (low, high) in (integers or {}).items():
+        if col not in df.columns:
+            continue
+        num = pd.to_numeric(df[col], errors="coerce")
+        bad = num.isna() | ~num.between(low, high) | (num.fillna(0) % 1 != 0)
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise ConfigError(f"{what}: {p} line {i + 2}, column {col}: {shown(df[col].iloc[i])} is not a whole "
+                              f"number in [{low:,}, {high:,}]")
+    return df
+
+
+def read_jsonl(p: Union[str, Path], key: str):
+    """A JSON-lines table: one object a line; a line that is not one is named (one line)."""
+    import json
+
+    import pandas as pd
+
+    p = Path(p)
+    text = read_text(p, key, MAX_TABLE_BYTES)
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise ConfigError(f"{key}: {p} line {n} is not a JSON object")
+        rows.append(obj)
+    if not rows:
+        raise ConfigError(f"{key}: {p} is empty: no rows")
+    return pd.DataFrame(rows)
+
+
+def read_text(path: Union[str, Path], what: str, max_bytes: int) -> str:
+    """A UTF-8 text file of at most ``max_bytes``; missing, unreadable, larger or not UTF-8 is one line."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise ConfigError(f"{what}: {p} is {size:,} bytes; at most {max_bytes:,}")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{what}: file not found: {p}") from None
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {p}: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what}: {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None

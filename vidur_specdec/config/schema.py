@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
+from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.config.errors import ConfigError
 from vidur_specdec.config.fields import _build, _f
 from vidur_specdec.config.paths import resolve_paths
@@ -38,6 +39,10 @@ MAX_K = 64  # guesses per request per step (a token tree's node count)
 # parallel.global_scheduler values: Vidur's own global schedulers by their GlobalSchedulerType names
 # (vidur 0.0.26 vidur/types/global_scheduler_type.py; engine.simulation maps each to its Vidur config)
 GLOBAL_SCHEDULERS = ("round_robin", "lor")
+ACCEPTANCE_KEYS = ("acceptance_trace", "acceptance_histogram", "acceptance_per_position", "mean_acceptance_length",
+                   "acceptance_rate")  # the acceptance inputs, most specific first
+ACCEPTANCE_SOURCES = ("given", "published", "default")
+ACCEPTANCE_FACTORS = ("context", "dataset", "temperature")  # speculation/acceptance_factors.py
 DEFAULT_ALL_REDUCE = "vllm_custom"  # engine.all_reduce default: vLLM's custom all-reduce (hardware.collectives checks it is registered)
 
 
@@ -77,6 +82,12 @@ class WorkloadConfig:
     output_tokens: LengthDist = _f(LengthDist(dist="lognormal", median=192, sigma=0.7, min=8, max=1024))
     warmup_requests: int = _f(0, lo=0, hi=10_000_000, doc="the first N requests (arrival order) are left out of "
                                                           "the metrics")
+    dataset: Optional[str] = _f(None, doc="the dataset (mt-bench, gsm8k, humaneval, ...) or category (chat, coding, "
+                                          "math, qa) published acceptance is taken for; null = mt-bench where the "
+                                          "library has it (python -m vidur_specdec acceptance lists them)")
+    temperature: Optional[float] = _f(None, lo=0.0, hi=2.0,
+                                      doc="sampling temperature (vLLM's SamplingParams.temperature) of published "
+                                          "acceptance; null = the library row's own")
     requests_per_concurrency: Optional[float] = _f(None, lo=0.01, hi=1e4,
                                                    doc="tune's closed-loop points: requests per request in "
                                                        "flight; null = the measured dataset's counts (docs/tune.md)")
@@ -129,6 +140,15 @@ class SpeculativeConfig:
     acceptance_rate: Optional[float] = _f(0.7, lo=0.0, hi=1.0, doc="alpha, i.i.d. per guess")
     mean_acceptance_length: Optional[float] = _f(None, lo=1.0, hi=MAX_K + 1.0,
                                                  doc="vLLM's tokens per decode step incl. the bonus token, at k")
+    acceptance_at_k: Optional[int] = _f(None, lo=1, hi=MAX_K,
+                                        doc="the k mean_acceptance_length was measured at; the run's k then uses "
+                                            "the method family's per-position model (docs/model.md)")
+    acceptance_source: Optional[str] = _f(None, choices=ACCEPTANCE_SOURCES,
+                                          doc="null: the acceptance keys given, else the library's row for the "
+                                              "drafter, else the default alpha 0.7 with a warning; published: the "
+                                              "library (speculation/library.py)")
+    acceptance_factors: List[str] = _f(list(ACCEPTANCE_FACTORS), choices=ACCEPTANCE_FACTORS,
+                                       doc="factors on published acceptance (context, dataset, temperature)")
     acceptance_spread: Optional[float] = _f(None, lo=0.0, hi=0.5,
                                             doc="std of each request's own alpha (Beta around the mean)")
     acceptance_trace: Optional[str] = _f(None, doc="JSON-lines file: prompt_tokens, output_tokens, accept_run")
@@ -176,10 +196,8 @@ class SpeculativeConfig:
 
     def acceptance_input(self) -> Optional[str]:
         """The acceptance input used: the most specific one given
-        (trace > histogram > per_position > mean_acceptance_length > rate). Two of them set is refused
-        (:data:`vidur_specdec.config.unused.ONE_OF`), so this order only passes over ``acceptance_rate``
-        at its default."""
-        for name in unused.ACCEPTANCE_INPUTS:
+        (trace > histogram > per_position > mean_acceptance_length > rate)."""
+        for name in ACCEPTANCE_KEYS:
             if getattr(self, name) is not None:
                 return name
         return None
@@ -259,9 +277,12 @@ class RunConfig:
     speculative: SpeculativeConfig = _f(SpeculativeConfig())
     predictor: PredictorConfig = _f(PredictorConfig())
     engine: EngineConfig = _f(EngineConfig())
+    disaggregation: DisaggregationConfig = _f(DisaggregationConfig())
 
     # The folder relative paths were resolved against (set by load(); not a config key).
     base_dir: typing.ClassVar[Optional[Path]] = None
+    # The speculative acceptance keys the mapping gave (set by build_config; not a config key).
+    acceptance_given: typing.ClassVar[Optional[frozenset]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
@@ -289,6 +310,25 @@ def _check_cross_fields(cfg: RunConfig) -> None:
     if w.arrival == "closed" and w.concurrency is None:
         raise ConfigError("workload.concurrency: required when workload.arrival is closed; "
                           "allowed: an integer >= 1 (requests kept in flight)")
+    d = cfg.disaggregation
+    if d.enabled and not (d.prefill_instances and d.decode_instances):
+        zero = "prefill_instances" if not d.prefill_instances else "decode_instances"
+        raise ConfigError(f"disaggregation.{zero}: must be >= 1 when the other pool has instances "
+                          "(both 0 = colocated)")
+
+
+def _drop_file_acceptance(data, overrides) -> None:
+    """``--set speculative.acceptance_source=published`` replaces the acceptance keys of the file it overrides."""
+    from vidur_specdec.config.files import override_list, parse_set
+
+    spec = data.get("speculative") if isinstance(data, dict) else None
+    if not isinstance(spec, dict):
+        return
+    for assignment in override_list(overrides):
+        key, value = parse_set(assignment)[:2]
+        if key == "speculative.acceptance_source" and value == "published":
+            for name in ACCEPTANCE_KEYS:
+                spec.pop(name, None)
 
 
 def build_config(data: Optional[Mapping], shared: Sequence[str] = ()) -> RunConfig:
@@ -304,6 +344,8 @@ def build_config(data: Optional[Mapping], shared: Sequence[str] = ()) -> RunConf
     cfg = _build(RunConfig, data or {}, "")
     _check_cross_fields(cfg)
     unused.check(cfg, shared)
+    spec = (data or {}).get("speculative") or {}
+    cfg.acceptance_given = frozenset(k for k in ACCEPTANCE_KEYS if spec.get(k) is not None)
     return cfg
 
 
@@ -339,6 +381,7 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
         data = copy.deepcopy(dict(source or {}))
     resolve_paths(data, base_dir)
     drop_partners(data, overrides)  # --set of one name of an aliased pair replaces the file's other name
+    _drop_file_acceptance(data, overrides)
     given = unused.leaves(apply_overrides({}, overrides))  # the keys --set gives, checked whatever their value
     kept = [k for k in unused.leaves(data) if not any(unused.overlaps(k, g) for g in given)]
     if isinstance(source, RunConfig):

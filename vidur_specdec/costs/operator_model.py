@@ -121,6 +121,40 @@ def _fit_grid(x: np.ndarray, y: np.ndarray, t: np.ndarray, xs: np.ndarray, ys: n
     return vals
 
 
+# the columns a profile table must have, and its key columns' bounds (whole numbers): a larger
+# value is not a profiled shape, and it would size the fitted grids (cells <= MAX_GRID_CELLS)
+PROFILE_COLUMNS = {
+    "mlp": ("num_tokens",) + tuple(f"time_stats.{op}.median" for op in LINEAR_OPS),
+    "attention": ("batch_size", "kv_cache_size", "prefill_chunk_size", "is_prefill",
+                  "time_stats.attn_decode.median", "time_stats.attn_prefill.median"),
+}
+PROFILE_INTEGERS = {"num_tokens": (0, 1 << 24), "batch_size": (0, 1 << 16), "kv_cache_size": (0, 1 << 24),
+                    "prefill_chunk_size": (0, 1 << 24), "num_tensor_parallel_workers": (1, 1 << 12)}
+MAX_GRID_CELLS = 1 << 26  # one fitted attention grid: at most 67M cells (512 MiB of float64)
+
+
+def read_profile(path: Path, table: str) -> pd.DataFrame:
+    """One profile table (``table`` is ``mlp`` or ``attention``), checked (:data:`PROFILE_COLUMNS`)."""
+    from vidur_specdec.config.files import read_csv_table
+
+    df = read_csv_table(path, "profiles", PROFILE_COLUMNS[table], PROFILE_INTEGERS)
+    if table == "attention" and df["is_prefill"].dtype != bool:
+        flags = df["is_prefill"].astype(str).str.lower()
+        bad = ~flags.isin(["true", "false", "1", "0"])
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise ConfigError(f"profiles: {path} line {i + 2}, column is_prefill: {df['is_prefill'].iloc[i]!r} "
+                              "is not True or False")
+        df = df.assign(is_prefill=flags.isin(["true", "1"]))
+    return df
+
+
+def _check_cells(rows: float, cols: float, path, what: str) -> None:
+    if rows * cols > MAX_GRID_CELLS:
+        raise ConfigError(f"profiles: {path}: the {what} grid would hold {rows * cols:,.0f} cells (at most "
+                          f"{MAX_GRID_CELLS:,}); its batch sizes, contexts or chunks are larger than any profiled shape")
+
+
 @dataclass
 class OperatorTimeModel:
     """Per-layer operator times (ms) of one model on one device and TP degree."""
@@ -139,8 +173,12 @@ class OperatorTimeModel:
     # ------------------------------------------------------------------ fitting
     @classmethod
     def fit(cls, mlp_csv: Path, attention_csv: Path, tp: int = 1) -> "OperatorTimeModel":
-        """Fit from profile files; rows of other tensor-parallel sizes are ignored."""
-        return cls.fit_frames(pd.read_csv(mlp_csv), pd.read_csv(attention_csv), tp,
+        """Fit from profile files; rows of other tensor-parallel sizes are ignored.
+
+        Each file is read by :func:`read_profile` (an empty, non-UTF-8 or wrong-column file, or a
+        key column that is not a whole number within bounds, is one line naming the file).
+        """
+        return cls.fit_frames(read_profile(mlp_csv, "mlp"), read_profile(attention_csv, "attention"), tp,
                               source=f"{mlp_csv} + {attention_csv}")
 
     @classmethod
@@ -188,6 +226,7 @@ class OperatorTimeModel:
         g = d.groupby(["batch_size", "kv_cache_size"])[col].median().reset_index()
         b_max = int(g["batch_size"].max())
         kv_max = int(math.ceil(g["kv_cache_size"].max() / KV_STEP) * KV_STEP)
+        _check_cells(b_max, kv_max / KV_STEP + 1, path, "decode-attention")
         bs = np.arange(1, b_max + 1, dtype=float)
         kvs = np.arange(0, kv_max + 1, KV_STEP, dtype=float)
         vals = _fit_grid(g["batch_size"].to_numpy(float), g["kv_cache_size"].to_numpy(float),
@@ -203,6 +242,7 @@ class OperatorTimeModel:
         g = p.groupby(["kv_cache_size", "prefill_chunk_size"])[col].median().reset_index()
         kv_max = int(math.ceil(g["kv_cache_size"].max() / KV_STEP) * KV_STEP)
         c_max = int(math.ceil(g["prefill_chunk_size"].max() / CHUNK_STEP) * CHUNK_STEP)
+        _check_cells(kv_max / KV_STEP + 1, c_max / CHUNK_STEP + 1, path, "prefill-attention")
         kvs = np.arange(0, kv_max + 1, KV_STEP, dtype=float)
         cs = np.arange(0, c_max + 1, CHUNK_STEP, dtype=float)
         vals = _fit_grid(g["kv_cache_size"].to_numpy(float), g["prefill_chunk_size"].to_numpy(float),

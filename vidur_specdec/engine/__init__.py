@@ -9,3 +9,43 @@ speculative Sarathi replica scheduler), :mod:`.request`, :mod:`.closed_loop`,
 :func:`~.simulation.simulate`). Vidur is imported only by the modules that
 subclass it, on first use.
 """
+
+import importlib as _importlib
+import importlib.util as _importlib_util
+import sys as _sys
+import types as _types
+
+
+class _DeferredModule(_types.ModuleType):
+    """Stands in for a module until one of its attributes is read; then imports it and delegates."""
+
+    def __getattr__(self, name):  # only for attributes this stand-in does not have
+        real = self.__dict__.get("_real")
+        if real is None:
+            if _sys.modules.get(self.__name__) is self:
+                del _sys.modules[self.__name__]
+            real = _importlib.import_module(self.__name__)
+            self.__dict__["_real"] = real
+        return getattr(real, name)
+
+
+def _defer_wandb() -> None:
+    """Put a stand-in for ``wandb`` in ``sys.modules`` before Vidur imports it.
+
+    Vidur's metrics modules ``import wandb`` at the top; wandb's import creates two folders in the
+    system temp directory (``tmp*wandb-media``, ``tmp*wandb-artifacts``) that only a normal exit
+    removes, so a run killed by SIGTERM or SIGKILL left them behind. The simulator never logs to
+    wandb (nothing reads ``wandb.run``), so wandb is imported only if an attribute of it is read:
+    no folder is created, and the import is faster. A process that imported wandb already keeps it.
+    """
+    if "wandb" in _sys.modules:
+        return
+    spec = _importlib_util.find_spec("wandb")
+    if spec is None:
+        return
+    stand_in = _DeferredModule("wandb")
+    stand_in.__spec__ = spec
+    _sys.modules["wandb"] = stand_in
+
+
+_defer_wandb()

@@ -41,7 +41,7 @@ class _CompletionWatch:
     def on_batch_end(self, time, batch, replica_id, memory_usage_percent) -> None:
         self._store.on_batch_end(time, batch, replica_id, memory_usage_percent)
         for request in batch.requests:
-            if request.completed:
+            if request.completed and not getattr(request, "prefill_only", False):  # a prefill pool's hand-off
                 self._on_complete(time)
 
 

@@ -27,6 +27,7 @@ from vidur_specdec.engine.deployment import Deployment
 from vidur_specdec.hardware import collectives  # noqa: F401 (registers engine.all_reduce)
 from vidur_specdec.hardware.devices import get_device
 from vidur_specdec.speculation import proposers  # noqa: F401 (registers speculative.method)
+from vidur_specdec.speculation.acceptance_source import resolve_acceptance
 from vidur_specdec.speculation.checks import check_speculation
 
 __all__ = ["ConfigError", "Resolved", "check", "from_dict", "load", "resolve"]
@@ -37,6 +38,7 @@ def check(cfg: RunConfig) -> None:
     deployment.check(cfg)
     vllm_defaults.resolve(cfg.scheduler, get_device(cfg.device))  # vLLM's scheduler defaults for the device
     if cfg.speculative.enabled:
+        resolve_acceptance(cfg)  # given, published (the cited library) or the default alpha (with a warning)
         check_speculation(cfg.speculative)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,10 @@ from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.engine.workload import RequestSpec
+from vidur_specdec.engine.topology import prepare_topology
+from vidur_specdec.engine.disagg import run_topology
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
+from vidur_specdec.speculation.acceptance_source import describe as describe_acceptance, row_category
 
 logging.getLogger("vidur").setLevel(logging.WARNING)
 
@@ -239,17 +243,24 @@ class Prepared:
     warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
 
 
-def prepare(cfg: RunConfig) -> Prepared:
+def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     """Plan memory, draw the workload, fit the predictors; raises :class:`ConfigError` on bad input.
 
     Cheap checks (model, device, TP, memory per GPU, the longest request) come
-    before the profiles are built or fitted.
+    before the profiles are built or fitted. ``specs`` replaces the drawn
+    workload (a prefill pool's requests). With ``disaggregation`` keys the
+    result is a :class:`~vidur_specdec.engine.topology.Topology` of pools, each prepared here.
     """
+    if cfg.disaggregation.enabled:
+        return prepare_topology(cfg, prepare)
     spec = cfg.speculative
     dep = resolve(cfg).deployment
     model, draft_spec = dep.model, dep.draft
     acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
-    specs = deployment.run_requests(cfg, acceptance)  # a trace's lengths stay paired with its acceptance
+    if specs is None:
+        specs = deployment.run_requests(cfg, acceptance)  # a trace's lengths stay paired with its acceptance
+    if acceptance is not None and spec.acceptance_source == "published" and "dataset" in spec.acceptance_factors:
+        acceptance.set_categories([s.category for s in specs], row_category(cfg))  # a trace's per-request ones
     longest = max(range(len(specs)), key=lambda i: specs[i].prompt_tokens + specs[i].output_tokens)
     total = specs[longest].prompt_tokens + specs[longest].output_tokens
     if total > model.max_model_len:
@@ -341,7 +352,9 @@ def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=No
 
 
 def run_prepared(p: Prepared) -> SimulationResult:
-    """Run the event loop for a prepared config and build the tables."""
+    """Run the event loop for a prepared config (or topology of pools) and build the tables."""
+    if not isinstance(p, Prepared):
+        return run_topology(p, sys.modules[__name__])
     reset_vidur_ids()
     sim = SpecDecSimulator(vidur_config(p, p.scheduler, SpecRequest))
     try:
@@ -352,8 +365,12 @@ def run_prepared(p: Prepared) -> SimulationResult:
         unfinished = sum(not r.completed for r in sim.requests)
         raise ConfigError(f"scheduler.num_blocks: {unfinished} requests could not be scheduled with "
                           f"{p.memory.num_blocks} KV blocks; give more blocks") from None
-    req = requests_frame(sim.requests, sim.recorder.replica_of)
-    steps = sim.recorder.steps_frame()
+    return finish(p, requests_frame(sim.requests, sim.recorder.replica_of), sim.recorder.steps_frame())
+
+
+def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[Dict] = None,
+           cfg: Optional[RunConfig] = None) -> SimulationResult:
+    """The run's result from its tables: the summary of ``p``'s run, updated with ``more``; ``cfg`` the run's."""
     acc = p.scheduler.acceptance
     extra = {
         "model": p.model.name,
@@ -380,10 +397,12 @@ def run_prepared(p: Prepared) -> SimulationResult:
     }
 
     extra.update(describe_proposer(p.cfg))
+    extra.update(describe_acceptance(p.cfg))  # published rows, the across-k model or the default; {} if given
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics
     extra["warmup_requests"] = warm
+    extra.update(more or {})
     measured = req.sort_values(["arrived_at_s", "request_id"]).iloc[warm:].sort_index() if warm else req
-    return SimulationResult(req, steps, summarize(measured, steps, extra), p.cfg)
+    return SimulationResult(req, steps, summarize(measured, steps, extra), cfg or p.cfg)
 
 
 def simulate(config: Union[str, Path, Mapping, RunConfig, None] = None,

@@ -49,6 +49,13 @@ def _schedule_clamped(cfg: RunConfig, facts: Mapping) -> Optional[str]:
     return "; ".join(lines) or None
 
 
+@register_warning
+def _acceptance_default(cfg: RunConfig, facts: Mapping) -> Optional[str]:
+    from vidur_specdec.speculation.acceptance_source import default_warning
+
+    return default_warning(cfg)
+
+
 def config_warnings(cfg: RunConfig, **facts) -> List[str]:
     """The warnings for ``cfg`` (one line each, in registration order)."""
     out = []

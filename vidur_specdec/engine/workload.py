@@ -20,7 +20,7 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,7 @@ class RequestSpec:
     arrived_at_s: float
     prompt_tokens: int
     output_tokens: int
+    category: Optional[str] = None  # a trace's ``category`` column (chat, coding, math, ...); published acceptance
 
 
 def draw_lengths(d: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -57,13 +58,19 @@ def read_table(path, key: str) -> pd.DataFrame:
         raise ConfigError(f"{key}: file not found: {p}")
     try:
         if p.suffix in (".jsonl", ".json"):
-            return pd.DataFrame([json.loads(line) for line in p.read_text().splitlines() if line.strip()])
+            from vidur_specdec.config.files import read_jsonl
+
+            return read_jsonl(p, key)
         if p.suffix == ".parquet":
             if importlib.util.find_spec("pyarrow") is None:
                 raise ConfigError(f"{key}: {p} is Parquet and pyarrow is not installed")
             return pd.read_parquet(p)
-        return pd.read_csv(p)
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        from vidur_specdec.config.files import read_csv_table
+
+        return read_csv_table(p, key, rows=False)  # empty, non-UTF-8, too large: one line naming the file
+    except ConfigError:
+        raise
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
         raise ConfigError(f"{key}: cannot parse {p}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
@@ -78,6 +85,8 @@ class TraceLayout:
 
 
 #: The trace layouts :func:`read_trace_frame` reads, tried in this order (first whose columns are all present).
+MAX_TRACE_REQUESTS = 10_000_000  # requests of one trace: the bound of workload.num_requests (config/schema.py)
+
 TRACE_LAYOUTS = {
     # this project's requests.csv / trace.csv
     "vidur_specdec": TraceLayout("arrived_at_s", "prompt_tokens", "output_tokens"),
@@ -135,14 +144,18 @@ def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
     a = df["arrived_at_s"]
     if not pd.api.types.is_numeric_dtype(a) or not np.isfinite(a).all() or (a < 0).any():
         raise ConfigError(f"{key}: {p}: arrived_at_s must be finite numbers >= 0")
+    if len(df) > MAX_TRACE_REQUESTS:
+        raise ConfigError(f"{key}: {p} has {len(df):,} requests, more than {MAX_TRACE_REQUESTS:,} (the bound of "
+                          "workload.num_requests; about 4.5 KB of memory a request); split the trace")
     return df.sort_values("arrived_at_s", kind="stable").reset_index(drop=True)
 
 
 def read_trace(path) -> List[RequestSpec]:
     """The requests of a trace file (see :func:`read_trace_frame`)."""
     df = read_trace_frame(path)
-    return [RequestSpec(float(a), int(pr), int(o))
-            for a, pr, o in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"])]
+    cats = df["category"].astype(str).tolist() if "category" in df.columns else [None] * len(df)
+    return [RequestSpec(float(a), int(pr), int(o), c)
+            for a, pr, o, c in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"], cats)]
 
 
 def generate(w: WorkloadConfig, seed: int) -> List[RequestSpec]:

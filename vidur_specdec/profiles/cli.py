@@ -7,16 +7,18 @@ files) prints one ``error: ...`` line to stderr and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from vidur_specdec.config import ConfigError
 
 from vidur_specdec.costs.profiles import (
     DEVICES,
     ProfileError,
+    build_profile,
     build_shipped,
     compare_profile,
     load_model,
-    write_profile,
+    write_tables,
 )
 from vidur_specdec.console import Parser
 from vidur_specdec.hardware.devices import DeviceError, get_device
@@ -68,12 +70,12 @@ def _run(args: argparse.Namespace) -> None:
     if args.profiles_command == "build":
         device = _check_device(args.device)
         spec = load_model(args.model)
-        if args.max_tokens is not None and args.max_tokens < 1:
-            raise ProfileError(f"--max-tokens must be positive, got {args.max_tokens}")
-
-        if check(args.out, "profiles build", getattr(args, "overwrite", False), "--out"):  # the one folder rule
+        replace = check(args.out, "profiles build", getattr(args, "overwrite", False), "--out")  # the one folder rule
+        mlp, att = build_profile(spec, device, args.tp, args.max_tokens,  # every check before the folder is touched
+                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+        if replace:
             clear(args.out)
-        for path in write_profile(spec, device, args.tp, args.out, args.max_tokens):
+        for path in write_tables(mlp, att, args.out):
             print(path)
     elif args.profiles_command == "build-shipped":
         for path in build_shipped(args.root):

@@ -61,6 +61,7 @@ ATTENTION_LABELS = {
     "per_token": "Per-token KV reads (per_token, upper bound)",
     "interpolated": "Interpolated",
 }
+PAGE_MARKER = b'<script type="application/json" id="specdec-data">'  # in every page build_page writes
 MD_BEGIN = "<!-- recorded-table:{name}:begin -->"
 MD_END = "<!-- recorded-table:{name}:end -->"
 
@@ -449,10 +450,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and not args.markdown:
         raise ConfigError("report: give -o PAGE.html (and/or --markdown FILE)")
 
-    if args.output:
-        check_file(args.output, "-o")  # a folder or a symlink loop: refused before any work
-    if args.markdown:
-        check_file(args.markdown, "--markdown")
+    if args.output:  # a folder, a symlink loop, an input or a file that is not a results page: refused first
+        check_file(args.output, "-o", inputs=args.csv, marker=PAGE_MARKER)
+    if args.markdown:  # edited in place (only its marked blocks), never one of the CSVs
+        check_file(args.markdown, "--markdown", inputs=args.csv)
     paths = [Path(p) for p in args.csv]
     page = build_page(paths, Path(args.output), args.title) if args.output else None
     if args.markdown:

@@ -25,6 +25,12 @@ request draws its own α_i ~ Beta(α·c, (1 − α)·c) with concentration
 length, convex in α, then comes out *above* L(α) (Jensen): spread keeps the
 mean rate, not the mean length.
 
+**Per-request factors** (published acceptance only): with ``context`` in
+``speculative.acceptance_factors`` each request's α_1 is scaled by the factor of its prompt length
+(:func:`vidur_specdec.speculation.acceptance_factors.context_factor`; 1 up to 2k tokens); with
+``dataset``, a request whose trace gives a ``category`` is scaled by c(its category) / c(the row's)
+(:func:`~vidur_specdec.speculation.acceptance_factors.category_ratio`; 1 for an unknown category).
+
 Draws come from one seeded stream per request (keyed by the run seed, a tag that
 sets them apart from the workload's stream, and the request's index), one
 uniform per decode step, so a request's acceptance does not depend on what else
@@ -39,6 +45,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from vidur_specdec.config.seeds import ACCEPTANCE_SPREAD_STREAM, ACCEPTANCE_STREAM, beta_around
+from vidur_specdec.speculation.acceptance_factors import category_ratio, context_factor, scale_first
 from vidur_specdec.speculation.tree import acceptance_positions
 
 
@@ -104,7 +111,7 @@ class AcceptanceModel:
     """A pmf over accepted guesses 0..k plus per-request seeded draws (and an optional per-request rate)."""
 
     def __init__(self, pmf: Sequence[float], seed: int, alpha: Optional[float] = None,
-                 spread: Optional[float] = None) -> None:
+                 spread: Optional[float] = None, context_rates: Optional[Sequence[float]] = None) -> None:
         pmf = np.asarray(pmf, dtype=float)
         if pmf.ndim != 1 or len(pmf) < 1 or (pmf < 0).any() or abs(pmf.sum() - 1.0) > 1e-6:
             raise ValueError(f"acceptance pmf must be non-negative and sum to 1, got {pmf.tolist()}")
@@ -114,6 +121,11 @@ class AcceptanceModel:
         self._seed = int(seed)
         self.alpha = alpha
         self.spread = spread or 0.0
+        self._context_rates = list(context_rates) if context_rates is not None else None  # scaled per request
+        self._context_cdfs = {}
+        self._use_context = True
+        self._categories: Optional[List[Optional[str]]] = None  # per request index, with the row's category
+        self._row_category: Optional[str] = None
 
     @staticmethod
     def _cdf(pmf) -> List[float]:
@@ -129,7 +141,11 @@ class AcceptanceModel:
         if used == "acceptance_histogram":
             return cls(spec.acceptance_histogram, seed)
         if used == "acceptance_per_position":
-            return cls(pmf_from_rates(spec.acceptance_per_position), seed)
+            rates = spec.acceptance_per_position
+            published = spec.acceptance_source == "published" and bool(spec.acceptance_factors)
+            model = cls(pmf_from_rates(rates), seed, context_rates=rates if published else None)
+            model._use_context = "context" in spec.acceptance_factors
+            return model
         alpha = alpha_for_config(spec)
         return cls(pmf_from_rates([alpha] * k), seed, alpha, spec.acceptance_spread)
 
@@ -151,7 +167,31 @@ class AcceptanceModel:
         """The acceptance source of one request (keyed by its workload index)."""
         a = self.request_alpha(request.index)
         cdf = self._cdf_list if a is None else self._cdf(pmf_from_rates([a] * self.k))
+        if self._context_rates is not None:
+            cdf = self._context_cdf(request.prompt_tokens, self._category_of(request.index))
         return RequestAcceptance(cdf, self.k, self.stream(request.index, request.output_tokens))
+
+    def set_categories(self, categories: Sequence[Optional[str]], row_category: str) -> None:
+        """Per-request workload categories (by request index) and the category of the published row."""
+        if self._context_rates is not None and any(c is not None for c in categories):
+            self._categories, self._row_category = list(categories), row_category
+
+    def _category_of(self, index: int) -> Optional[str]:
+        if self._categories is None or index >= len(self._categories):
+            return None
+        return self._categories[index]
+
+    def _context_cdf(self, prompt_tokens: int, category: Optional[str] = None) -> List[float]:
+        """The cdf of a request whose context is ``prompt_tokens`` long and whose workload category is
+        ``category`` (the published rates below 2k tokens and in the row's own category)."""
+        f = context_factor(prompt_tokens) if self._use_context else 1.0
+        if category is not None and self._row_category is not None:
+            f *= category_ratio(category, self._row_category) or 1.0
+        if f == 1.0:
+            return self._cdf_list
+        if f not in self._context_cdfs:
+            self._context_cdfs[f] = self._cdf(pmf_from_rates(scale_first(self._context_rates, f)))
+        return self._context_cdfs[f]
 
 
 def build(spec, seed: int):

@@ -32,7 +32,7 @@ def check_speculation(s: SpeculativeConfig) -> None:
         raise ConfigError("speculative.acceptance_rate: speculation needs one of acceptance_rate, "
                           "mean_acceptance_length, acceptance_per_position, acceptance_histogram, "
                           "acceptance_trace")
-    if s.mean_acceptance_length is not None and s.mean_acceptance_length > k + 1:
+    if s.mean_acceptance_length is not None and s.acceptance_at_k is None and s.mean_acceptance_length > k + 1:
         what = f"tree depth {k}" if tree is not None else f"k = {k}"
         raise ConfigError(f"speculative.mean_acceptance_length: at most {what} + 1 = {k + 1} tokens per decode "
                           f"step, got {s.mean_acceptance_length:g}")

@@ -29,7 +29,9 @@ def read_table_file(path: Path, key: str = "--root") -> pd.DataFrame:
         return pd.read_parquet(path)
     if path.name.endswith(".jsonl"):
         return pd.read_json(path, lines=True)
-    return pd.read_csv(path)
+    from vidur_specdec.config.files import read_csv_table
+
+    return read_csv_table(path, key, rows=False)  # empty, non-UTF-8, too large: one line naming the file
 
 
 def truth_values(col: pd.Series) -> pd.Series:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
+import math
 import json
 import re
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from vidur_specdec.config import (
     set_dotted,
 )
 from vidur_specdec.config import unused
+from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS
@@ -28,6 +31,8 @@ from vidur_specdec import __version__
 
 SWEEP_KEYS = ("sweep", "base", "grid", "rows")
 JOURNAL_FORMAT = 1
+MAX_SWEEP_ROWS = 10_000  # rows of one sweep (grids and rows together), counted before any row is built;
+# each row is a simulation of seconds to minutes, and resolving one row's config takes about a millisecond
 
 # Parameter columns every sweep CSV has: (column, dotted config key).
 STANDARD_PARAMS = [
@@ -133,7 +138,14 @@ def _expand_grid(where: str, grid) -> List[Dict[str, Any]]:
             raise ConfigError(f"{where}.{key}: empty list of values, so the grid has no rows")
         keys.append(key)
         values.append(vals)
+    _check_rows(where, math.prod(len(v) for v in values))
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def _check_rows(where: str, n: int) -> None:
+    if n > MAX_SWEEP_ROWS:
+        raise ConfigError(f"{where}: expands to {n:,} rows, more than {MAX_SWEEP_ROWS:,} (each row is a simulation); "
+                          "split the sweep or give fewer values")
 
 
 def _normalise(cfg: RunConfig) -> RunConfig:
@@ -147,7 +159,12 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
                 "scheduler.gpu_memory_utilization")
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
-           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False}
+           "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
+           "workload.dataset": None, "workload.temperature": None, "speculative.acceptance_at_k": None,
+           "speculative.acceptance_factors": ["context", "dataset", "temperature"],
+           "disaggregation": dataclasses.asdict(DisaggregationConfig())}  # colocated: one mixed pool
+# acceptance the user gave (or speculation off) is what every row before acceptance_source meant
+NEUTRAL_SOURCES = (None, "given")
 
 
 def identity(cfg: RunConfig) -> Dict:
@@ -158,6 +175,8 @@ def identity(cfg: RunConfig) -> Dict:
         node = d.get(path[0], {}) if path else d
         if node.get(name, neutral) == neutral:
             node.pop(name, None)
+    if d.get("speculative", {}).get("acceptance_source", None) in NEUTRAL_SOURCES:
+        d.get("speculative", {}).pop("acceptance_source", None)
     for key in NOT_IDENTITY:
         *path, last = key.split(".")
         node = d
@@ -236,6 +255,7 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
         for gi, g in enumerate(grids):
             where = "grid" if not isinstance(grid, list) else f"grid[{gi}]"
             expanded += [(where, r) for r in _expand_grid(where, g)]
+            _check_rows("grid", len(expanded))
     if rows is not None:
         if not isinstance(rows, list):
             raise ConfigError(f"rows: must be a list of {{dotted.key: value}} mappings, got {rows!r}")
@@ -247,6 +267,7 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
             for k in r:
                 _check_key(f"rows[{ri}]", k)
             expanded.append((f"rows[{ri}]", dict(r)))
+        _check_rows("grid and rows", len(expanded))
 
     out: List[SweepRow] = []
     seen: Dict[str, int] = {}

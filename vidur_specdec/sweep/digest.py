@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Union
 from vidur_specdec.config import RunConfig
 from importlib.metadata import PackageNotFoundError, version
 from vidur_specdec.engine.deployment import profile_files
+from vidur_specdec.engine.topology import check as check_pools
 
 
 def canonical_json(obj) -> str:
@@ -62,10 +63,13 @@ def code_digest() -> str:
 
 
 def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
-    """``{file name: content digest}`` of the profile files a run reads (target, and drafter if used).
+    """``{file name: content digest}`` of the profile files a run reads (target, and drafter if used; every pool's).
 
     Digests are cached per path, size and mtime in this process; ``fresh`` re-reads the files.
     """
     from vidur_specdec.engine.predictor import file_digest
 
-    return {name: file_digest(f, fresh)[:16] for name, f in profile_files(cfg).items()}
+    cfgs = [cfg]
+    if cfg.disaggregation.enabled:  # every pool's profiles (each pool may run its own TP or device)
+        cfgs = list(check_pools(cfg).values())
+    return {name: file_digest(f, fresh)[:16] for c in cfgs for name, f in profile_files(c).items()}

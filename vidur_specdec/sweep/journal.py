@@ -1,7 +1,16 @@
-"""The resumable journal: a header line, then one JSON line per finished row."""
+"""The resumable journal: a header line, then one JSON line per finished row, each with its checksum.
+
+Every line carries ``"sum"``: the first 16 hex digits of the SHA-256 of the line's JSON without it
+(``json.dumps(obj, sort_keys=True)``). A line whose checksum does not match (an edited metric, a
+flipped byte) or that has none (a journal of an earlier version) is refused with one line naming
+the file and line, never resumed into a CSV; ``--overwrite`` starts over. Only a last line cut
+short by a crash (no newline, or not JSON) is dropped and its row run again. The checksum is not
+part of any result: the CSV is built from the lines' ``metrics`` alone.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -10,6 +19,15 @@ from typing import Callable, Dict, Optional
 from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.definition import SweepRow
 from vidur_specdec.sweep.worker import metrics_problem
+
+
+SUM_KEY = "sum"
+
+
+def line_sum(obj: Dict) -> str:
+    """The checksum of one journal line's object (without its ``sum``)."""
+    body = json.dumps({k: v for k, v in obj.items() if k != SUM_KEY}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
 class Journal:
@@ -41,8 +59,13 @@ class Journal:
                     break  # garbled last line
                 raise ConfigError(f"--output-dir: {self.path} is corrupt at line {n + 1}; "
                                   "remove it or rerun with --overwrite") from None
+            if not isinstance(obj, dict) or obj.get(SUM_KEY) != line_sum(obj):
+                what = "has no checksum (written by an earlier version)" if isinstance(obj, dict) and \
+                    SUM_KEY not in obj else "does not match its checksum (edited or corrupted)"
+                raise ConfigError(f"--output-dir: {self.path} line {n + 1} {what}; its results cannot be "
+                                  "trusted: rerun with --overwrite to start over")
             if header is None:
-                header = obj if isinstance(obj, dict) else {}
+                header = obj
                 self._check_header(header, out_dir)
             elif isinstance(obj, dict) and isinstance(obj.get("row"), int) and isinstance(obj.get("metrics"), dict):
                 why = self.check(obj["metrics"])
@@ -75,8 +98,9 @@ class Journal:
                               f"(code {obj.get('code')}, now {h['code']}); rerun with --overwrite to start over")
 
     def _append(self, obj: Dict, mode: str = "ab") -> None:
+        line = {**obj, SUM_KEY: line_sum(obj)}
         with open(self.path, mode) as f:
-            f.write((json.dumps(obj, sort_keys=True) + "\n").encode())
+            f.write((json.dumps(line, sort_keys=True) + "\n").encode())
             f.flush()
             os.fsync(f.fileno())
 

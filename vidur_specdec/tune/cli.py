@@ -18,6 +18,7 @@ from typing import List, Optional
 
 from vidur_specdec.config import MAX_K, ConfigError
 from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.topology import refuse_pools
 from vidur_specdec import console
 from vidur_specdec.tune.points import get_axis
 from vidur_specdec.tune.preflight import check_before_running
@@ -72,6 +73,7 @@ def check_args(args: argparse.Namespace):
             raise ConfigError(f"--warmup-requests: must be an integer >= 0, got {args.warmup_requests}")
         overrides.append(f"workload.warmup_requests={args.warmup_requests}")
     base = load(args.config, overrides)
+    refuse_pools(base, "tune")
     if base.speculative.method == "none":
         raise ConfigError("speculative.method: tune needs a proposer (ngram, eagle3, draft_model, ...); got none")
     if base.speculative.num_speculative_tokens == 0 and args.k_max is None:

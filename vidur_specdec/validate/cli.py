@@ -21,6 +21,8 @@ from vidur_specdec import outfolder
 from vidur_specdec.console import Parser
 from vidur_specdec.validate.cost import CostModel
 import shutil
+from vidur_specdec.config.schema import MAX_K
+from vidur_specdec.console import SEED, ranged
 
 PROG = "python -m vidur_specdec.validate"
 
@@ -53,7 +55,7 @@ def _add_workload(p) -> None:
     p.add_argument("--arrival", choices=("poisson", "gamma", "static"),
                    help="arrival process (default: the config's workload.arrival)")
     p.add_argument("--cv", type=float, default=1.0, help="gamma: coefficient of variation of the gaps (1 = Poisson)")
-    p.add_argument("--seed", type=int, help="workload seed (default: the config's seed)")
+    p.add_argument("--seed", type=SEED, help="workload seed (default: the config's seed)")
 
 
 def _add_replay(p) -> None:
@@ -97,7 +99,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder")
     _add_overwrite(p)
     p.add_argument("--no-scrape", action="store_true", help="do not scrape /metrics before and after")
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=SEED, default=0,
                    help="seeds the prompt token ids of trace rows that have none (as `validate run`; default 0)")
     _add_replay(p)
 
@@ -144,18 +146,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     p.add_argument("--port-file", help="write the chosen port here once listening")
-    p.add_argument("--k", type=int, default=4)
-    p.add_argument("--alpha", type=float, default=0.7)
-    p.add_argument("--per-position", type=float, nargs="+", help="conditional rates a_1..a_k (overrides --alpha)")
-    p.add_argument("--base-ms", type=float, default=4.0)
-    p.add_argument("--per-req-ms", type=float, default=0.02)
-    p.add_argument("--per-token-ms", type=float, default=0.005)
+    p.add_argument("--k", type=ranged(int, 0, MAX_K), default=4)
+    p.add_argument("--alpha", type=ranged(float, 0, 1), default=0.7)
+    p.add_argument("--per-position", type=ranged(float, 0, 1), nargs="+", help="conditional rates a_1..a_k (overrides --alpha)")
+    p.add_argument("--base-ms", type=ranged(float, 0, 1e6), default=4.0)
+    p.add_argument("--per-req-ms", type=ranged(float, 0, 1e6), default=0.02)
+    p.add_argument("--per-token-ms", type=ranged(float, 0, 1e6), default=0.005)
     p.add_argument("--cost-config", help="price steps with the simulator's cost model of this run config instead")
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    p.add_argument("--num-gpu-blocks", type=int, default=20000)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-num-seqs", type=ranged(int, 1, 1 << 20), default=256)
+    p.add_argument("--max-num-batched-tokens", type=ranged(int, 1, 1 << 24), default=2048)
+    p.add_argument("--num-gpu-blocks", type=ranged(int, 1, 1 << 30), default=20000)
+    p.add_argument("--block-size", type=ranged(int, 1, 1 << 12), default=16)
+    p.add_argument("--seed", type=SEED, default=0)
     p.add_argument("--model", default="fake-model")
     p.add_argument("--metrics-fault", choices=("garbage", "trickle"),
                    help="GET /metrics answers garbage, or one byte every 2 s (to test a client's deadline)")
@@ -345,14 +347,13 @@ def cmd_compare(args) -> int:
     # lazy: start-up cost of pandas, prometheus_client
     from vidur_specdec.validate.calibrate import read_calibration
     from vidur_specdec.validate.common import read_table_file
+    from vidur_specdec.validate.compare import checked_measured
     from vidur_specdec.validate.workload import load_trace
 
     _load_cfg(args)
     _out_folder(args, "validate compare")
     trace = load_trace(args.trace)
-    measured = read_table_file(args.measured, "--measured")
-    if "request_id" not in measured:
-        raise ConfigError(f"--measured: {args.measured} has no request_id column")
+    measured = checked_measured(read_table_file(args.measured, "--measured"), args.measured)
     cal = read_calibration(args.calibration) if args.calibration else None
     _compare(args, args.config, Path(args.trace), trace, measured, cal, Path(args.out))
     return 0

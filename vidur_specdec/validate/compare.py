@@ -25,7 +25,9 @@ import pandas as pd
 
 from vidur_specdec.config import RunConfig, apply_overrides, read_yaml
 from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.topology import refuse_pools
 from vidur_specdec.validate.calibrate import Calibration, fragment, merge
+from vidur_specdec.validate.common import ValidateError
 
 METRICS = ("ttft", "tpot", "e2e")
 
@@ -44,7 +46,9 @@ def matched_config(config: Union[str, Path, Mapping, None], trace_path: Union[st
     # the trace replaces the config's arrivals and lengths: given as overrides, so the config's own workload
     # keys (qps, num_requests, lengths) stay a template and are not refused as unread (docs/config.md)
     trace = json.dumps(str(Path(trace_path).resolve()))
-    return load(data, ["workload.arrival=trace", f"workload.trace_file={trace}"])
+    cfg = load(data, ["workload.arrival=trace", f"workload.trace_file={trace}"])
+    refuse_pools(cfg, "validate")
+    return cfg
 
 
 def simulate_matched(cfg: RunConfig, trace: pd.DataFrame):
@@ -59,6 +63,27 @@ def simulate_matched(cfg: RunConfig, trace: pd.DataFrame):
     by_index = dict(zip(trace["sim_index"], trace["request_id"]))
     sim["request_id"] = [by_index[i] for i in sim["request_id"]]
     return res, sim
+
+
+MEASURED_NUMBERS = ("ttft_ms", "tpot_ms", "e2e_ms", "accepted_tokens", "decode_steps")  # compared per request
+
+
+def checked_measured(measured, path):
+    """``measured.csv`` as compare reads it: the columns present, numbers where numbers belong (one line)."""
+    missing = [c for c in ("request_id",) + MEASURED_NUMBERS if c not in measured]
+    if missing:
+        raise ValidateError(f"--measured: {path} has no {', '.join(missing)} column{'s' if len(missing) > 1 else ''} "
+                          "(write it with `validate replay`)")
+    if measured.empty:
+        raise ValidateError(f"--measured: {path} has a header but no rows")
+    for col in MEASURED_NUMBERS:
+        num = pd.to_numeric(measured[col], errors="coerce")
+        bad = (num.isna() & measured[col].notna()) | ~np.isfinite(num.fillna(0)) | num.lt(0)
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise ValidateError(f"--measured: {path} line {i + 2}, column {col}: {str(measured[col].iloc[i])[:40]!r} "
+                              "is not a finite number >= 0")
+    return measured
 
 
 def _key(s: pd.Series) -> pd.Series:

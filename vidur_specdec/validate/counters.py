@@ -16,6 +16,7 @@ model names), as vLLM v1 exposes them:
 
 from __future__ import annotations
 
+import math
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 CACHE_INFO = "vllm:cache_config_info"
 
 Key = Tuple[str, Tuple[Tuple[str, str], ...]]
+MAX_PROM_BYTES = 64 << 20  # a saved scrape is at most 64 MiB (a vLLM scrape is tens of KiB)
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Snapshot:
 
     text: str
     samples: Dict[Key, float]
+    source: str = "metrics"
 
     @classmethod
     def parse(cls, text: str, source: str = "metrics") -> "Snapshot":
@@ -51,7 +54,7 @@ class Snapshot:
                     samples[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
         except (ValueError, TypeError, IndexError) as e:
             raise ValidateError(f"{source}: not Prometheus text exposition: {str(e)[:120]}") from None
-        return cls(text, samples)
+        return cls(text, samples, source)
 
     def total(self, counter: str, label: Optional[str] = None) -> Union[Optional[float], Dict[str, float]]:
         """Sum of ``counter``'s ``_total`` samples over all label sets (None if absent).
@@ -65,6 +68,9 @@ class Snapshot:
             if name not in names:
                 continue
             found = True
+            if not (math.isfinite(v) and v >= 0):  # a counter only counts up from 0: NaN is no count, not 0
+                shown = name + ("{" + ",".join(f'{k}="{x}"' for k, x in labels) + "}" if labels else "")
+                raise ValidateError(f"{self.source}: {shown} is {v}; a counter is a finite number >= 0")
             key = dict(labels).get(label, "") if label else ""
             out[key] = out.get(key, 0.0) + v
         if label:
@@ -95,10 +101,18 @@ def scrape(url: str, timeout_s: float = 10.0, deadline_s: Optional[float] = None
 
 
 def read_snapshot(path: Union[str, Path], what: str) -> Snapshot:
+    """A saved ``/metrics`` scrape: empty, non-UTF-8, larger than :data:`MAX_PROM_BYTES` or unparsable is one line."""
     p = Path(path).expanduser()
     if not p.is_file():
         raise ValidateError(f"{what}: file not found: {p}")
-    return Snapshot.parse(p.read_text(), f"{what} {p}")
+    from vidur_specdec.config.files import read_text
+
+    text = read_text(p, what, MAX_PROM_BYTES)
+    snap = Snapshot.parse(text, f"{what} {p}")
+    if not snap.samples:
+        raise ValidateError(f"{what}: {p} holds no metrics (empty or only comments); save a scrape of the "
+                            "server's /metrics")
+    return snap
 
 
 @dataclass

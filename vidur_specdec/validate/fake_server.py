@@ -85,6 +85,18 @@ class FakeEngineConfig:
     metrics_fault: Optional[str] = None  # GET /metrics: "garbage" text, or "trickle" (one byte every 2 s)
 
     def __post_init__(self) -> None:
+        import math
+        from numbers import Integral, Real
+
+        if isinstance(self.k, bool) or not isinstance(self.k, Integral) or not 0 <= self.k <= 64:
+            raise ValueError(f"k must be an integer in [0, 64], got {self.k!r}")
+        rates = [self.alpha] + list(self.per_position or [])
+        if not all(isinstance(a, Real) and 0.0 <= a <= 1.0 for a in rates):
+            raise ValueError(f"acceptance rates (alpha, per_position) must be numbers in [0, 1], got {rates!r}")
+        for name in ("base_ms", "per_req_ms", "per_token_ms"):
+            v = getattr(self, name)
+            if not (isinstance(v, Real) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         if self.per_position is not None and len(self.per_position) != self.k:
             raise ValueError(f"per_position needs k = {self.k} rates, got {len(self.per_position)}")
         bad = {m for m in self.faults.values() if m not in FAULTS}

@@ -48,6 +48,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from vidur_specdec.config import ConfigError
 from vidur_specdec.speculation.steplog_tables import RUN_KEY, read_table_file, truth_values
 from vidur_specdec.validate.calibrate import alpha_from_mean_acceptance_length
 from vidur_specdec.validate.common import ValidateError
@@ -136,6 +137,8 @@ def read_table(root, table: str, filters: Optional[Dict] = None) -> Optional[pd.
     for p in _files(d):
         try:
             df = read_table_file(p)
+        except ConfigError:
+            raise
         except (ValueError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
             raise ValidateError(f"--root: cannot read {p}: {str(e).splitlines()[0] if str(e) else e}") from None
         missing = [c for c in KEY if c not in df]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pandas as pd
@@ -33,6 +33,7 @@ from vidur_specdec.costs.profiles.builder import (
     device_fields,
     median_abs_pct_error,
     mlp_op_times,
+    mlp_token_grid,
     to_csv_text,
 )
 
@@ -85,9 +86,12 @@ def load_model(name_or_yaml: Union[str, os.PathLike]) -> ModelSpec:
 
 def build_profile(
     model_spec: ModelSpec, device: DeviceArg, tp: TpArg, max_tokens: Optional[int] = None,
-    max_chunk: Optional[int] = None,
+    max_chunk: Optional[int] = None, log: Optional[Callable[[str], None]] = None,
 ) -> Tuple[pd.DataFrame, pd.DataFrame]:
     """(mlp_df, attention_df) in Vidur's column order; ``tp`` may list several sizes.
+
+    The size is checked before any work (:func:`build_rows`); ``log`` gets one line announcing a
+    build past :data:`ANNOUNCE_BUILD_ROWS` rows with its memory and disk estimate.
 
     ``device`` is a key of :data:`DEVICES`, a :class:`~vidur_specdec.hardware.devices.DeviceSpec`
     or a mapping with ``peak_flops`` (FLOP/s) and ``mem_bw`` (bytes/s); ``max_tokens``
@@ -98,9 +102,40 @@ def build_profile(
     tps = _tps(tp)
     for t in tps:
         check_tp(model_spec, t)
+    rows = build_rows(model_spec, tps, max_tokens, max_chunk)
+    if log is not None and rows > ANNOUNCE_BUILD_ROWS:
+        log(f"profiles: building {rows:,} rows (tensor parallel {', '.join(map(str, tps))}): about "
+            f"{rows * BUILD_BYTES_PER_ROW / 1e9:.1f} GB of memory and {rows * CSV_BYTES_PER_ROW / 1e9:.1f} GB "
+            "of CSV; this takes a while")
     mlp = pd.concat([build_mlp_df(model_spec, dev, t, max_tokens) for t in tps], ignore_index=True)
     att = pd.concat([build_attention_df(model_spec, dev, t, max_chunk=max_chunk) for t in tps], ignore_index=True)
     return mlp, att
+
+
+MAX_BUILD_TOKENS = 1 << 17  # mlp.csv's num_tokens grid ends here at most (16,384 rows a TP size; the
+# fitted tables cover 0..16,384 tokens and scale linearly beyond, costs/operator_model.py)
+MAX_BUILD_ROWS = 10_000_000  # rows of one build, every TP size together (about 3 GB of memory)
+ANNOUNCE_BUILD_ROWS = 1_000_000  # a larger build is announced with its estimate before it starts
+BUILD_BYTES_PER_ROW = 300  # in memory: about 35 float64 columns of attention.csv (measured with pandas)
+CSV_BYTES_PER_ROW = 210  # on disk: the shipped Llama-2-7B attention.csv, 2,593,960 bytes for 12,352 rows
+
+
+def build_rows(model_spec: ModelSpec, tps: Sequence[int], max_tokens: Optional[int] = None,
+               max_chunk: Optional[int] = None) -> int:
+    """Rows of mlp.csv plus attention.csv a build writes; past a bound a :class:`ProfileError` (one line)."""
+    from vidur_specdec.costs.profiles.builder import attention_grid_rows
+
+    tps = list(tps)
+    if max_tokens is not None and not 1 <= max_tokens <= MAX_BUILD_TOKENS:
+        raise ProfileError(f"--max-tokens: must be in [1, {MAX_BUILD_TOKENS:,}], got {max_tokens:,} (the fitted "
+                           "tables cover 16,384 tokens and scale linearly beyond)")
+    rows = len(tps) * (len(mlp_token_grid(max_tokens)) + attention_grid_rows(model_spec.max_model_len,
+                                                                             max_chunk=max_chunk))
+    if rows > MAX_BUILD_ROWS:
+        raise ProfileError(f"a profile of {model_spec.name} (context {model_spec.max_model_len:,} tokens, tensor "
+                           f"parallel {', '.join(map(str, tps))}) has {rows:,} rows, more than {MAX_BUILD_ROWS:,} "
+                           f"(about {rows * BUILD_BYTES_PER_ROW / 1e9:.0f} GB); build fewer TP sizes at once")
+    return rows
 
 
 def _umask() -> int:
@@ -142,6 +177,11 @@ def write_profile(
     place from temp files, so a failure leaves no partial CSV.
     """
     mlp, att = build_profile(model_spec, device, tp, max_tokens, max_chunk)
+    return write_tables(mlp, att, out_dir)
+
+
+def write_tables(mlp: pd.DataFrame, att: pd.DataFrame, out_dir: Union[str, os.PathLike]) -> Tuple[Path, Path]:
+    """Write built tables as ``out_dir/mlp.csv`` and ``out_dir/attention.csv`` (temp files renamed into place)."""
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ProfileError(f"output path {out} exists and is not a directory")
@@ -161,6 +201,17 @@ def build_shipped(root: Union[str, os.PathLike] = "profiles") -> List[Path]:
     for device, name, tp in SHIPPED:
         written.extend(write_profile(get_model(name), device, tp, profile_dir(root, device, name)))
     return written
+
+
+def _measured(path: Path, table: str) -> pd.DataFrame:
+    """A measured profile table to compare against: empty, wrong columns, bad key values are one line."""
+    from vidur_specdec.costs.operator_model import read_profile
+
+    frame = read_profile(path, table)
+    for col in ("num_tensor_parallel_workers", "n_embd"):
+        if col not in frame:
+            raise ProfileError(f"{path} lacks column {col}")
+    return frame
 
 
 def _measured_attention(measured_dir: Path) -> Optional[Path]:
@@ -188,7 +239,7 @@ def compare_profile(
     mdir = Path(measured_dir)
     if not (mdir / "mlp.csv").is_file():
         raise ProfileError(f"no mlp.csv in {mdir}")
-    mlp = pd.read_csv(mdir / "mlp.csv")
+    mlp = _measured(mdir / "mlp.csv", "mlp")
     mlp = mlp[(mlp["num_tensor_parallel_workers"] == tp) & (mlp["n_embd"] == model_spec.hidden_size)]
     if mlp.empty:
         raise ProfileError(f"{mdir / 'mlp.csv'} has no rows for tp={tp} and n_embd={model_spec.hidden_size}")
@@ -205,7 +256,7 @@ def compare_profile(
         rows.append((g, len(m), median_abs_pct_error(p, m)))
     apath = _measured_attention(mdir)
     if apath is not None:
-        att = pd.read_csv(apath)
+        att = _measured(apath, "attention")
         att = att[(att["num_tensor_parallel_workers"] == tp) & (att["n_embd"] == model_spec.hidden_size)]
         if not att.empty:
             t = attention_op_times(

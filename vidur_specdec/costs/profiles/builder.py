@@ -357,6 +357,18 @@ def attention_grid(max_model_len: int, grid: Optional[Mapping] = None,
     return pd.DataFrame({"batch_size": cols[0], "prefill_chunk_size": cols[1], "kv_cache_size": cols[2]})
 
 
+def attention_grid_rows(max_model_len: int, grid: Optional[Mapping] = None, max_chunk: Optional[int] = None) -> int:
+    """``len(attention_grid(max_model_len, grid, max_chunk))``, counted without building it."""
+    g = P.GRID if grid is None else grid
+    kv_step, c_step, p_step = g["decode_kv_step"], g["prefill_chunk_step"], g["prefill_kv_step"]
+    rows = g["decode_max_batch"] * (max_model_len // kv_step)
+    if max_chunk is None:
+        rows += sum((max_model_len - chunk) // p_step + 1 for chunk in range(c_step, max_model_len + 1, c_step))
+    else:
+        rows += (max_chunk // c_step) * (max_model_len // p_step + 1)
+    return rows
+
+
 def _stats(times: np.ndarray) -> Dict[str, np.ndarray]:
     """Analytical profiles have no spread: min = max = mean = median, std 0 (NaN stays NaN)."""
     t = np.round(times, P.TIME_DECIMALS)

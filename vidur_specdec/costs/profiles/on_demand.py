@@ -34,13 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
-import pandas as pd
-
 from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec
 from vidur_specdec.architectures.models import KNOWN_MODELS, ModelSpec
 from vidur_specdec.costs.profiles import SHIPPED
 from vidur_specdec.costs.profiles import write_profile
 from vidur_specdec.config import ConfigError
+from vidur_specdec.costs.operator_model import read_profile
 
 MIN_CONTEXT = 4096  # tokens: smallest context a built profile covers (the shipped profiles' grid)
 MAX_CONTEXT = 32768  # tokens: largest; beyond, attention extrapolates linearly in the context
@@ -117,10 +116,11 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
 
 def _check_tp_rows(mlp: Path, att: Path, tp: int, tp_key: str) -> None:
     """A measured profile must have rows for ``tp``; else one line naming ``tp_key`` and the file."""
-    for path in (mlp, att):
+    for path, table in ((mlp, "mlp"), (att, "attention")):
+        frame = read_profile(path, table)  # empty, non-UTF-8, wrong columns, bad key values: one line
         try:
-            col = pd.read_csv(path, usecols=["num_tensor_parallel_workers"])["num_tensor_parallel_workers"]
-        except ValueError:
+            col = frame["num_tensor_parallel_workers"]
+        except KeyError:
             if tp == 1:
                 continue  # a profile without the column is a TP-1 profile
             raise ConfigError(f"{tp_key}: {path} has no num_tensor_parallel_workers column, "

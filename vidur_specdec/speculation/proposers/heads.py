@@ -114,6 +114,12 @@ KNOWN_HEADS = {
                  targets=_L31_8B, trained_for="meta-llama/Llama-3.1-8B-Instruct"),
         HeadSpec("yuhuili/EAGLE3-LLaMA3.3-Instruct-70B", "eagle3", 8192, 64, 8, 28672, 1, 128256, 32000,
                  targets=_L3_70B, trained_for="meta-llama/Llama-3.3-70B-Instruct"),
+        # Red Hat's EAGLE-3 speculator for Llama-3.1-8B-Instruct (vllm-project/speculators format): one Llama
+        # layer at the target's shape, 32,000-token draft vocabulary (the converted config.json shown in
+        # vllm-project/speculators PR #53: hidden 4096, intermediate 14336, 1 layer, draft_vocab_size 32000);
+        # the head vLLM's acceptance-length test pins (tests/v1/spec_decode/test_acceptance_length.py)
+        HeadSpec("RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", "eagle3", 4096, 32, 8, 14336, 1, 128256,
+                 32000, targets=_L31_8B, trained_for="meta-llama/Llama-3.1-8B-Instruct"),
         # EAGLE-3 heads for mixture-of-experts targets: one dense Llama layer (its own gated MLP, priced by
         # its own width), 32,000-token draft vocabulary. Names: SGLang's speculative-decoding docs table
         # (sgl-project/sglang, docs/advanced_features/speculative_decoding.md) and its gpt-oss config

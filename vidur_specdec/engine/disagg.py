@@ -1,0 +1,322 @@
+"""Disaggregated prefill and decode inside Vidur's event loop.
+
+The approach of Vidur's authors for prefill/decode splitting (microsoft/vidur
+pull request 80, "splitwise"): a global scheduler that knows which replicas
+prefill and which decode, and a request that leaves its prefill replica when
+its prefill completes and reaches a decode replica after its KV has moved.
+Here that is :class:`PoolRouter`, a Vidur global scheduler registered under its
+own type, over the pools of a :class:`~vidur_specdec.engine.topology.Topology`
+(each pool with its own predictor, scheduler and KV blocks), as vLLM's
+disaggregated proxy runs it:
+
+1. at arrival the router picks a prefill instance (``disaggregation.router``)
+   and sends it the prompt with one output token (the proxy's ``max_tokens=1``);
+2. when that prefill completes, its KV blocks stay held (the NIXL connector
+   frees them only after the decode side has read them) and the router picks a
+   decode instance, which reserves the prompt's KV blocks as soon as it has room
+   (vLLM allocates a remote-prefill request's blocks before the async load and
+   holds them through it; lookahead slots are deferred until the load is done,
+   ``limit_lookahead_tokens`` in ``vllm/v1/core/sched/scheduler.py``);
+3. the KV moves (:mod:`vidur_specdec.engine.kv_transfer`); then the prefill
+   instance frees its blocks and the decode instance schedules the request
+   with every prompt token but the last already computed: its first step
+   computes that token and samples the first output token (vLLM: the decode
+   side's ``num_computed_tokens = num_tokens - 1``), and it decodes from there;
+4. with ``disaggregation.draft_kv: recompute`` the drafter's KV was not moved,
+   so that first step also runs the drafter over the prompt
+   (:class:`DecodePoolPredictor`), as vLLM's decode instance does when the
+   draft KV groups are left out of the transfer (vLLM issue 54926).
+
+TTFT splits into ``queue`` (arrival to first prefill step), ``prefill``,
+``kv_transfer`` (prefill done to KV loaded: waiting for decode KV room plus
+the transfer) and ``first_decode`` (KV loaded to first token). Times: ``*_s``
+seconds, ``*_ms`` milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from math import ceil
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+import pandas as pd
+from vidur.config import BaseGlobalSchedulerConfig
+from vidur.events.base_event import BaseEvent
+from vidur.events.replica_schedule_event import ReplicaScheduleEvent
+from vidur.scheduler.global_scheduler.base_global_scheduler import BaseGlobalScheduler
+from vidur.scheduler.global_scheduler.global_scheduler_registry import GlobalSchedulerRegistry
+from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplicaScheduler
+from vidur.types import BaseIntEnum, EventType
+
+from vidur_specdec.config import ConfigError
+from vidur_specdec.engine.disagg_metrics import pool_figures, request_parts
+from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor, StepComposition
+from vidur_specdec.engine.request import SpecRequest
+from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
+
+
+class PoolRouterType(BaseIntEnum):
+    """Registry key of this project's global scheduler (values >= 100 never collide with Vidur's)."""
+
+    POOL_ROUTER = 100
+
+
+@dataclass
+class PoolRouterConfig(BaseGlobalSchedulerConfig):
+    """The topology and, per pool, Vidur's ``(ReplicaConfig, CacheConfig)`` for its instances."""
+
+    topology: Any = None
+    vidur_pools: Any = None  # [(replica_config, cache_config, predictor_config), ...] in topology order
+
+    @staticmethod
+    def get_type():
+        return PoolRouterType.POOL_ROUTER
+
+
+# --------------------------------------------------------------------------- picking an instance
+
+#: ``disaggregation.router`` -> picks one of ``ids`` given their loads (requests queued, running or arriving)
+ROUTERS: Dict[str, type] = {}
+
+
+def register_router(name: str):
+    def deco(cls):
+        ROUTERS[name] = cls
+        return cls
+    return deco
+
+
+@register_router("round_robin")
+class RoundRobin:
+    """Each pool's instances in turn (vLLM's disaggregated proxy examples cycle through their instances)."""
+
+    def __init__(self) -> None:
+        self._next: Dict[str, int] = {}
+
+    def pick(self, pool: str, ids: List[int], loads: List[int]) -> int:
+        i = self._next.get(pool, 0)
+        self._next[pool] = i + 1
+        return ids[i % len(ids)]
+
+
+@register_router("least_loaded")
+class LeastLoaded:
+    """The instance with the fewest requests queued, running or on their way; ties to the lowest id."""
+
+    def pick(self, pool: str, ids: List[int], loads: List[int]) -> int:
+        return ids[int(np.argmin(loads))]
+
+
+# --------------------------------------------------------------------------- the instances of each pool
+
+
+class PrefillInstanceScheduler(SpecSarathiReplicaScheduler):
+    """A prefill instance: a request done with its prefill keeps its KV blocks until they have been read."""
+
+    router: "PoolRouter" = None
+
+    def on_batch_end(self, batch) -> None:
+        BaseReplicaScheduler.on_batch_end(self, batch)
+        done = []
+        for request in batch.requests:
+            if request.completed:
+                done.append(request)  # blocks held: freed by the router once the KV has moved
+            else:
+                self._preempted_requests.append(request)
+        for request in done:
+            self.router.on_prefill_done(request, self.replica_id)
+
+
+class DecodeInstanceScheduler(SpecSarathiReplicaScheduler):
+    """A decode instance: requests arrive with their prompt's KV blocks already held."""
+
+    router: "PoolRouter" = None
+
+    def _can_allocate_request(self, request) -> bool:
+        if getattr(request, "kv_loaded", False) and request.num_restarts == 0 and request.id in self._allocation_map \
+                and not request.is_prefill_complete and request.num_processed_tokens == request.prompt_tokens - 1:
+            return True  # its loaded prompt's blocks are held; the last prompt token fits in them
+        return super()._can_allocate_request(request)
+
+    def on_batch_end(self, batch) -> None:
+        super().on_batch_end(batch)
+        self.router.admit(self.replica_id)
+
+
+class DecodePoolPredictor(SpecDecExecutionTimePredictor):
+    """The decode pool's step prices, plus the drafter's pass over a loaded prompt whose draft KV was not moved."""
+
+    recompute_draft: bool = False
+
+    def get_execution_time(self, batch, pipeline_stage: int):
+        t = super().get_execution_time(batch, pipeline_stage)
+        if not (self.recompute_draft and self._proposer is not None):
+            return t
+        chunks = [(0, r.prompt_tokens - 1) for r in batch.requests
+                  if getattr(r, "kv_loaded", False) and not r.is_prefill_complete and r.num_restarts == 0
+                  and r.num_processed_tokens == r.prompt_tokens - 1 and r.prompt_tokens > 1]
+        if chunks:
+            ms = self._proposer.step_time_ms(StepComposition(sum(c for _, c in chunks), [], [], chunks))
+            t.draft_ms += ms
+            t.total_time += ms * 1e-3
+            t.model_time += ms * 1e-3
+        return t
+
+
+class KVLoadedEvent(BaseEvent):
+    """A request's KV has reached its decode instance (scheduled like a global schedule)."""
+
+    def __init__(self, time: float, request) -> None:
+        super().__init__(time, EventType.GLOBAL_SCHEDULE)
+        self._request = request
+
+    def handle_event(self, scheduler, metrics_store) -> List[BaseEvent]:
+        return scheduler.on_kv_loaded(self._request, self.time)
+
+    def to_dict(self) -> Dict:
+        return {"time": self.time, "event_type": self.event_type, "request_id": self._request.id}
+
+
+# --------------------------------------------------------------------------- the router
+
+
+class PoolRouter(BaseGlobalScheduler):
+    """Vidur global scheduler over a prefill and a decode pool joined by a KV link."""
+
+    def __init__(self, config, replicas) -> None:
+        self._config = config
+        self._replicas = replicas
+        self._num_replicas = len(replicas)
+        self._request_queue = []
+        rc: PoolRouterConfig = config.cluster_config.global_scheduler_config
+        top = rc.topology
+        self._link = top.link
+        self._policy = ROUTERS[top.cfg.disaggregation.router]()
+        ids = iter(sorted(replicas))
+        self._replica_schedulers = {}
+        self.ids: Dict[str, List[int]] = {}
+        for pool, (replica_config, cache_config, predictor_config) in zip(top.pools, rc.vidur_pools):
+            decode = pool.role == "decode"
+            pcls = DecodePoolPredictor if decode else SpecDecExecutionTimePredictor
+            predictor = pcls(predictor_config=predictor_config, replica_config=replica_config,
+                             cache_config=cache_config)
+            predictor.recompute_draft = decode and top.cfg.disaggregation.draft_kv == "recompute"
+            scls = DecodeInstanceScheduler if decode else PrefillInstanceScheduler
+            self.ids[pool.role] = []
+            for _ in range(pool.instances):
+                rid = next(ids)
+                s = scls(replica_config=replica_config, replica_scheduler_config=pool.prepared.scheduler,
+                         cache_config=cache_config, request_generator_config=config.request_generator_config,
+                         replica=replicas[rid], num_stages=1, execution_time_predictor=predictor)
+                s.router = self
+                self._replica_schedulers[rid] = s
+                self.ids[pool.role].append(rid)
+        self._waiting: Dict[int, deque] = {rid: deque() for rid in self.ids["decode"]}
+        self._sim = None
+
+    def attach(self, sim) -> None:
+        """The simulator whose event queue the router adds transfer completions to."""
+        self._sim = sim
+
+    def _pick(self, role: str, extra: Dict[int, int] = None) -> int:
+        ids = self.ids[role]
+        loads = []
+        for rid in ids:
+            s = self._replica_schedulers[rid]
+            loads.append(s.num_pending_requests + len(s._allocation_map) + (extra or {}).get(rid, 0))
+        return self._policy.pick(role, ids, loads)
+
+    def schedule(self) -> List[Tuple[int, Any]]:
+        """New arrivals, each as a one-output-token prefill request on a prefill instance."""
+        self.sort_requests()
+        out = []
+        while self._request_queue:
+            r = self._request_queue.pop(0)
+            pid = self._pick("prefill")
+            shadow = SpecRequest(r.arrived_at, r.prompt_tokens, 1, index=r.index)
+            shadow.prefill_only = True  # a closed loop does not count its completion
+            shadow.parent = r
+            r.shadow, r.prefill_replica = shadow, pid
+            out.append((pid, shadow))
+        return out
+
+    def on_prefill_done(self, shadow, prefill_id: int) -> None:
+        """A prefill finished: pick a decode instance and start the transfer when it has room."""
+        r = shadow.parent
+        waiting = {rid: len(q) for rid, q in self._waiting.items()}
+        did = self._pick("decode", waiting)
+        r.decode_replica = did
+        r.handoff_at = self._sim._time
+        self._waiting[did].append(r)
+        self.admit(did)
+
+    def admit(self, did: int) -> None:
+        """Reserve decode KV blocks for waiting requests in arrival order, starting their transfers."""
+        s = self._replica_schedulers[did]
+        q = self._waiting[did]
+        now = self._sim._time
+        cache = s._cache_config
+        watermark = int(cache.watermark_blocks_fraction * cache.num_blocks)
+        while q:
+            r = q[0]
+            need = ceil(r.prompt_tokens / cache.block_size)
+            if cache.num_blocks - s.num_allocated_blocks - need < watermark:
+                break
+            q.popleft()
+            s.allocate(r.id, need)
+            r.kv_start_at = now
+            r.kv_transfer_ms = self._link.time_ms(r.prompt_tokens)
+            r.kv_transfer_bytes = self._link.bytes(r.prompt_tokens)
+            self._sim._add_event(KVLoadedEvent(now + r.kv_transfer_ms * 1e-3, r))
+
+    def on_kv_loaded(self, r, time: float) -> List[BaseEvent]:
+        """The KV has moved: free it on the prefill side, queue the request on its decode instance."""
+        self._replica_schedulers[r.prefill_replica].free(r.shadow.id)
+        r.kv_loaded_at = time
+        r.kv_loaded = True
+        r._num_processed_tokens = r._num_stage_processed_tokens = r.prompt_tokens - 1  # all but the last loaded
+        self._replica_schedulers[r.decode_replica].add_request(r)
+        return [ReplicaScheduleEvent(time, r.decode_replica), ReplicaScheduleEvent(time, r.prefill_replica)]
+
+
+GlobalSchedulerRegistry.register(PoolRouterType.POOL_ROUTER, PoolRouter)
+
+
+# --------------------------------------------------------------------------- running a topology
+
+
+def run_topology(top, sim_mod):
+    """Run a disaggregated topology's event loop and build its tables and summary.
+
+    ``sim_mod`` is :mod:`vidur_specdec.engine.simulation`, handed in by it (it sits above this module):
+    its Vidur configs, simulator and summary are the colocated run's, reused per pool.
+    """
+    decode = top.pool("decode").prepared
+    sim_mod.reset_vidur_ids()
+    per_pool = []
+    for pool in top.pools:
+        vc = sim_mod.vidur_config(pool.prepared, pool.prepared.scheduler, SpecRequest)
+        per_pool.append((vc.cluster_config.replica_config, vc.cluster_config.cache_config,
+                         vc.execution_time_predictor_config))
+    vc = sim_mod.vidur_config(decode, decode.scheduler, SpecRequest)
+    vc.cluster_config.num_replicas = sum(p.instances for p in top.pools)
+    vc.cluster_config.global_scheduler_config = PoolRouterConfig(topology=top, vidur_pools=per_pool)
+    sim = sim_mod.SpecDecSimulator(vc)
+    sim.scheduler.attach(sim)
+    try:
+        sim.run()
+    except AssertionError as e:
+        if "pending requests" not in str(e):
+            raise
+        unfinished = sum(not r.completed for r in sim.requests)
+        raise ConfigError(f"scheduler.num_blocks: {unfinished} requests could not be scheduled with the "
+                          "pools' KV blocks; give more blocks") from None
+    req = sim_mod.requests_frame(sim.requests, sim.recorder.replica_of)
+    req = pd.concat([req, request_parts(sim.requests)], axis=1)
+    steps = sim.recorder.steps_frame()
+    pool_of = {int(getattr(rid, "id", rid)): role for role, ids in sim.scheduler.ids.items() for rid in ids}
+    steps.insert(2, "pool", steps["replica"].map(pool_of))
+    more = pool_figures(top, req, steps)
+    return sim_mod.finish(decode, req, steps, more, cfg=top.cfg)
