@@ -61,7 +61,7 @@ def test_model_from_hf_config_json_and_yaml(tmp_path):
                                      "num_kv_heads: 4\nffn_size: 512\nvocab_size: 100\n")
     assert resolve_model(str(tmp_path / "m.yaml")).max_model_len == 4096
     # a config file names them relative to its own folder
-    (tmp_path / "run.yaml").write_text("model: tiny/config.json\nspeculative: {draft_model: m.yaml}\n")
+    (tmp_path / "run.yaml").write_text("model: tiny/config.json\nspeculative: {method: none, draft_model: m.yaml}\n")
     cfg = load(tmp_path / "run.yaml", ["workload.prompt_tokens.max=512", "workload.output_tokens.max=256"])
     assert cfg.model == str((tmp_path / "tiny/config.json").resolve())
 
@@ -80,7 +80,7 @@ def test_bad_model_files_are_one_line(tmp_path, hf, needle):
 
 def test_unknown_model_lists_the_known_ones():
     with pytest.raises(ConfigError) as e:
-        from_dict({"speculative": {"draft_model": "meta-llama/Llama-4"}})
+        from_dict({"speculative": {"method": "draft_model", "draft_model": "meta-llama/Llama-4"}})
     msg = str(e.value)
     assert msg.startswith("speculative.draft_model: unknown model") and L32_1B in msg
     with pytest.raises(ModelError):
@@ -144,7 +144,8 @@ def test_cli_refusal_is_one_line():
     ({"parallel": {"tensor_parallel_size": 3}}, "parallel.tensor_parallel_size", "one of 1, 2, 4, 8"),
     ({"parallel": {"tensor_parallel_size": 8}, "speculative": {"method": "draft_model"}},
      "parallel.tensor_parallel_size", "JackFram/llama-160m's 12 query heads"),
-    ({"parallel": {"tensor_parallel_size": 4}, "speculative": {"draft_tensor_parallel_size": 2}},
+    ({"parallel": {"tensor_parallel_size": 4},
+      "speculative": {"method": "draft_model", "draft_tensor_parallel_size": 2}},
      "speculative.draft_tensor_parallel_size", "must be 1 or the target's"),
     ({"parallel": {"tensor_parallel_size": 4}, "speculative": {"draft_tensor_parallel_size": 3}},
      "speculative.draft_tensor_parallel_size", "one of 1, 2, 4, 8"),

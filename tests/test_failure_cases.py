@@ -230,8 +230,9 @@ def test_overrides_accept_a_string_or_a_list_and_numpy_scalars():
     with pytest.raises(ConfigError, match="overrides"):
         load({}, {"seed": 1})
     cfg = load({"seed": np.int64(3), "workload": {"num_requests": np.int32(4), "qps": np.float64(2.5)},
-                "speculative": {"num_speculative_tokens": np.int64(2), "acceptance_rate": np.float32(0.5),
-                                "acceptance_per_position": np.array([0.5, 0.25])}})
+                "speculative": {"num_speculative_tokens": np.int64(2), "acceptance_rate": None,
+                                "acceptance_per_position": np.array([0.5, 0.25])},
+                "engine": {"step_overhead_ms": np.float32(0.5)}})
     assert (cfg.seed, cfg.workload.num_requests, cfg.speculative.num_speculative_tokens) == (3, 4, 2)
     assert type(cfg.seed) is int and cfg.speculative.acceptance_per_position == [0.5, 0.25]
 

@@ -72,8 +72,9 @@ def configs(draw) -> dict:
     method = draw(st.sampled_from(["none", "ngram", "fixed", "draft_model"]))
     k = draw(st.integers(0, 8))
     spec = {"method": method, "num_speculative_tokens": k,
-            "verify_attention": draw(st.sampled_from(["shared_kv", "per_token", "interpolated"])),
-            "verify_interpolation_weight": draw(st.sampled_from([0.0, 0.3, 1.0]))}
+            "verify_attention": draw(st.sampled_from(["shared_kv", "per_token", "interpolated"]))}
+    if spec["verify_attention"] == "interpolated":  # the weight is read by interpolated only (else refused)
+        spec["verify_interpolation_weight"] = draw(st.sampled_from([0.0, 0.3, 1.0]))
     form = draw(st.sampled_from(["rate", "per_position", "histogram"])) if k else "rate"
     prob = st.floats(0.0, 1.0, allow_nan=False)
     if form == "rate":
@@ -89,8 +90,9 @@ def configs(draw) -> dict:
     prompt = _length(draw, 1, 300)
     output = _length(draw, 1, 120)
     arrival = draw(st.sampled_from(["poisson", "static", "trace"]))
-    workload = {"num_requests": n, "arrival": "poisson" if arrival == "trace" else arrival,
-                "qps": draw(st.sampled_from([0.5, 4.0, 50.0])), "prompt_tokens": prompt, "output_tokens": output}
+    workload = {"num_requests": n, "arrival": arrival, "prompt_tokens": prompt, "output_tokens": output}
+    if arrival == "poisson":  # the rate is read by Poisson arrivals only (a key nothing reads is refused)
+        workload["qps"] = draw(st.sampled_from([0.5, 4.0, 50.0]))
     if arrival == "trace":
         rng = np.random.default_rng(seed)
         p_hi = prompt.get("value", prompt.get("max"))
@@ -102,7 +104,7 @@ def configs(draw) -> dict:
             rows.append(f"{t:.6f},{int(rng.integers(1, p_hi + 1))},{int(rng.integers(1, o_hi + 1))}")
         path = TRACE_DIR / f"trace-{abs(hash(tuple(rows)))}.csv"
         path.write_text("\n".join(rows) + "\n")
-        workload.update(arrival="trace", trace_file=str(path))
+        workload = {"arrival": "trace", "trace_file": str(path)}  # the trace gives the count and the lengths
     block_size = draw(st.sampled_from([1, 4, 16]))
     watermark = draw(st.sampled_from([0.0, 0.01, 0.1]))
     longest = max(prompt.get("value", prompt.get("max")), 1) + output.get("value", output.get("max"))

@@ -95,10 +95,12 @@ def test_suffix_proposes_variable_lengths_on_v1_whatever_the_runner():
 
 
 @pytest.mark.parametrize("spec, key", [
-    ({"method": "eagle", "proposal_rate": 0.5}, "speculative.proposal_rate: only for methods ngram, suffix"),
+    ({"method": "eagle", "proposal_rate": 0.5},
+     "speculative.proposal_rate: does nothing with speculative.method eagle; read only with speculative.method ngram"),
     ({"method": "ngram", "prompt_lookup_min": 6, "prompt_lookup_max": 3},
      "speculative.prompt_lookup_min: must be <= prompt_lookup_max (3), got 6"),
-    ({"method": "suffix", "prompt_lookup_min": 3}, "speculative.prompt_lookup_min: only for method ngram"),
+    ({"method": "suffix", "prompt_lookup_min": 3},
+     "speculative.prompt_lookup_min: does nothing with speculative.method suffix; read only with speculative.method ngram"),
     ({"method": "ngram", "proposal_rate": 0.9, "proposal_spread": 0.4}, "speculative.proposal_spread: must be below"),
     ({"method": "ngram", "proposal_rate": 1.5}, "speculative.proposal_rate: must be a number in [0, 1]"),
 ])

@@ -33,6 +33,7 @@ def test_k0_replicas_equal_vidur_cluster(scheduler):
 def test_k0_closed_loop_with_replicas_equals_vidur():
     cfg = small(num_requests=40, method="none", parallel={"num_replicas": 2, "global_scheduler": "lor"})
     cfg["workload"].update(arrival="closed", concurrency=6)
+    del cfg["workload"]["qps"]
     _same_times(simulate(cfg).requests, run_vidur_sarathi(cfg))
 
 
@@ -53,7 +54,9 @@ def test_replicas_steps_and_summary():
 
 def test_one_replica_unchanged_by_the_replica_keys():
     base = simulate(small(num_requests=30))
-    one = simulate(small(num_requests=30, parallel={"num_replicas": 1, "global_scheduler": "lor"}))
+    with pytest.raises(ConfigError, match="parallel.global_scheduler: does nothing with parallel.num_replicas 1"):
+        load(small(num_requests=30, parallel={"num_replicas": 1, "global_scheduler": "lor"}))
+    one = simulate(small(num_requests=30, parallel={"num_replicas": 1, "global_scheduler": "round_robin"}))
     pd.testing.assert_frame_equal(base.requests, one.requests)
     pd.testing.assert_frame_equal(base.steps, one.steps)
     assert (base.steps["replica"] == 0).all() and base.summary["num_gpus"] == 1
@@ -85,7 +88,8 @@ def _in_flight(req: pd.DataFrame, t: float) -> int:
 def test_closed_loop_keeps_c_in_flight(replicas):
     c, n = 5, 40
     cfg = small(num_requests=n, parallel={"num_replicas": replicas})
-    cfg["workload"].update(arrival="closed", concurrency=c, qps=1e-3)  # qps is ignored when closed
+    cfg["workload"].update(arrival="closed", concurrency=c)
+    del cfg["workload"]["qps"]  # not read when closed, so refused
     res = simulate(cfg)
     req = res.requests
     arr = req["arrived_at_s"].to_numpy()
@@ -108,6 +112,7 @@ def test_closed_loop_keeps_c_in_flight(replicas):
 def test_closed_loop_with_enough_concurrency_is_static():
     cfg = small(num_requests=20)
     cfg["workload"].update(arrival="closed", concurrency=20)
+    del cfg["workload"]["qps"]
     closed = simulate(cfg)
     cfg["workload"].update(arrival="static", concurrency=None)
     static = simulate(cfg)

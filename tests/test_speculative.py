@@ -88,6 +88,7 @@ def test_per_token_verify_never_cheaper_than_shared_kv():
     for mode in ("shared_kv", "interpolated", "per_token"):
         cfg = small(num_requests=40, k=8, alpha=0.5)
         cfg["workload"]["arrival"] = "static"
+        cfg["workload"].pop("qps")
         cfg["speculative"]["verify_attention"] = mode
         runs[mode] = simulate(cfg)
     lo, mid, hi = (runs[m].steps for m in ("shared_kv", "interpolated", "per_token"))
@@ -118,6 +119,7 @@ def test_good_acceptance_speeds_up_tpot_at_low_load():
 def test_verify_tokens_fit_the_chunk_budget():
     cfg = small(num_requests=80, k=8, alpha=0.7)
     cfg["workload"]["arrival"] = "static"
+    cfg["workload"].pop("qps")
     cfg["scheduler"] = {"chunk_size": 64}
     res = simulate(cfg)
     s = res.steps
@@ -149,6 +151,7 @@ def test_lookahead_kv_is_held_before_every_verify_step():
 def test_forced_preemption_keeps_every_token_right(method):
     cfg = small(num_requests=60, method=method, k=6)
     cfg["workload"]["arrival"] = "static"
+    cfg["workload"].pop("qps")
     cfg["scheduler"] = {"num_blocks": 150}
     res = simulate(cfg)
     assert res.summary["restarts"] > 0

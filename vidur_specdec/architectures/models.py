@@ -278,11 +278,19 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     for field_name, key in _HF_KEYS.items():
         if cfg.get(key) is None:
             raise ModelError(f"{where}: config.json has no {key!r}")
-        d[field_name] = cfg[key]
-    d["num_kv_heads"] = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
-    d["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", False))
-    if cfg.get("head_dim"):
-        d["head_dim"] = cfg["head_dim"]
+        d[field_name] = moe._int(cfg, key, where)
+    d["num_kv_heads"] = moe._int(cfg, "num_key_value_heads", where, default=d["num_heads"])
+    d["tie_word_embeddings"] = moe._bool(cfg, "tie_word_embeddings", where)
+    if cfg.get("head_dim") is not None:
+        d["head_dim"] = moe._int(cfg, "head_dim", where)
+    # vLLM 0.33 vllm/model_executor/models/llama.py: a layer attends a sliding window when layer_types says
+    # "sliding_attention" (use_sliding_window: the Qwen2-style switch); the dense path prices full attention.
+    sliding = moe._bool(cfg, "use_sliding_window", where) or "sliding_attention" in (cfg.get("layer_types") or [])
+    if cfg.get("sliding_window") and sliding:
+        raise moe._err(where, "sliding_window", "is used (use_sliding_window or layer_types); sliding attention "
+                       "is not modeled for a Llama-architecture model (only gpt-oss), which would be priced as "
+                       "full attention")
+    d["quantization"] = moe._quantization(cfg, "LlamaForCausalLM", where)  # fp8 e4m3; AWQ, GPTQ, ... refused
     return model_from_dict(d, where)
 
 

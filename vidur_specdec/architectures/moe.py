@@ -72,6 +72,16 @@ def _int(cfg: Mapping, key: str, where: str, default=None, minimum: int = 1) -> 
     return v
 
 
+def _bool(cfg: Mapping, key: str, where: str, default: bool = False) -> bool:
+    """A true/false field (a string such as "false" is refused, not read as true)."""
+    v = cfg.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise _err(where, key, f"must be true or false, got {v!r}")
+    return v
+
+
 def _quantization(cfg: Mapping, arch: str, where: str) -> str:
     q = cfg.get("quantization_config")
     if not q:
@@ -83,7 +93,9 @@ def _quantization(cfg: Mapping, arch: str, where: str) -> str:
         return "fp8"
     if method == "mxfp4" and arch == "GptOssForCausalLM":
         return "mxfp4"
-    raise _err(where, "quantization_config", f"quant_method {method!r} is not modeled for {arch}")
+    modeled = "mxfp4" if arch == "GptOssForCausalLM" else "fp8 (e4m3, dynamic activations)"
+    raise _err(where, "quantization_config", f"quant_method {method!r} is not modeled for {arch} (modeled: "
+               f"{modeled}); its weights would be priced at the wrong size")
 
 
 def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
@@ -101,7 +113,7 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
     d = {"name": str(cfg.get("_name_or_path") or name), "num_layers": L, "hidden_size": h, "num_heads": H,
          "num_kv_heads": _int(cfg, "num_key_value_heads", where, default=H), "vocab_size": _int(cfg, "vocab_size", where),
          "max_model_len": _int(cfg, "max_position_embeddings", where),
-         "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+         "tie_word_embeddings": _bool(cfg, "tie_word_embeddings", where),
          "experts_per_token": _int(cfg, "num_experts_per_tok", where),
          "quantization": _quantization(cfg, arch, where)}
     if cfg.get("sliding_window") and arch != "GptOssForCausalLM" and (

@@ -26,6 +26,7 @@ from vidur_specdec.config.errors import ConfigError
 from vidur_specdec.config.fields import _build, _f
 from vidur_specdec.config.paths import resolve_paths
 from vidur_specdec.config.registry import choices
+from vidur_specdec.config import unused
 from vidur_specdec.config.vllm_defaults import drop_partners
 from vidur_specdec.config.files import apply_overrides, read_yaml
 
@@ -73,7 +74,7 @@ class WorkloadConfig:
     arrival: str = _f("poisson", choices=("poisson", "static", "trace", "closed"),
                       doc="poisson: exponential gaps at qps; static: all at t=0; trace: trace_file; "
                           "closed: keep `concurrency` requests in flight")
-    qps: float = _f(1.0, lo=1e-6, hi=1e6, doc="requests per second (poisson; ignored otherwise)")
+    qps: float = _f(1.0, lo=1e-6, hi=1e6, doc="requests per second (poisson; refused otherwise: vidur_specdec/config/unused.py)")
     concurrency: Optional[int] = _f(None, lo=1, hi=10_000_000,
                                     doc="requests kept in flight (closed), as vllm bench serve --max-concurrency")
     trace_file: Optional[str] = _f(None, doc="CSV/JSONL/Parquet trace: this project's, Vidur's or Azure's columns")
@@ -330,19 +331,31 @@ def _drop_file_acceptance(data, overrides) -> None:
                 spec.pop(name, None)
 
 
-def build_config(data: Optional[Mapping]) -> RunConfig:
+def build_config(data: Optional[Mapping], shared: Sequence[str] = ()) -> RunConfig:
     """Validate a (possibly partial) mapping against the schema and return a full :class:`RunConfig`.
 
     Missing keys take their defaults. Raises :class:`ConfigError` with one line
     naming the first bad key and what is allowed. Schema only: use
     :func:`vidur_specdec.load` for a config that is also resolved and checked
-    across layers.
+    across layers. A set key the config does not read is refused
+    (:mod:`vidur_specdec.config.unused`), except those under ``shared`` (a sweep
+    checks its base's keys across its rows).
     """
     cfg = _build(RunConfig, data or {}, "")
     _check_cross_fields(cfg)
+    unused.check(cfg, shared)
     spec = (data or {}).get("speculative") or {}
     cfg.acceptance_given = frozenset(k for k in ACCEPTANCE_KEYS if spec.get(k) is not None)
     return cfg
+
+
+def _check_file_alone(data: Mapping, given: Sequence[str]) -> None:
+    """The file's own keys against the file's own modes (a ``--set`` of a mode keeps the file as a template)."""
+    try:
+        alone = _build(RunConfig, data, "")
+    except ConfigError:
+        return  # a value the overrides replace; the full config below is checked
+    unused.check(alone, shared=given)
 
 
 def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: Union[str, Sequence[str], None] = None,
@@ -369,6 +382,13 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
     resolve_paths(data, base_dir)
     drop_partners(data, overrides)  # --set of one name of an aliased pair replaces the file's other name
     _drop_file_acceptance(data, overrides)
-    cfg = build_config(apply_overrides(data, overrides))
+    given = unused.leaves(apply_overrides({}, overrides))  # the keys --set gives, checked whatever their value
+    kept = [k for k in unused.leaves(data) if not any(unused.overlaps(k, g) for g in given)]
+    if isinstance(source, RunConfig):
+        kept = [unused.CHECKED]  # built and checked once; keys a --set of a mode left as a template stay
+    elif given:
+        _check_file_alone(data, given)
+    cfg = build_config(apply_overrides(data, overrides), shared=kept if given or isinstance(source, RunConfig) else ())
+    unused.check_given(given, cfg)
     cfg.base_dir = Path(base_dir) if base_dir is not None else None
     return cfg

@@ -122,6 +122,11 @@ def check(cfg: RunConfig):
         raise ConfigError(f"speculative.draft_tensor_parallel_size: must be 1 or the target's "
                           f"parallel.tensor_parallel_size ({tp}) as in vLLM, got {s.draft_tensor_parallel_size}")
     if s.enabled and s.method == "draft_model":
+        if draft.vocab_size != model.vocab_size:
+            # vLLM 0.33 vllm/config/speculative.py, SpeculativeConfig.verify_equal_vocab_size_if_draft_model
+            raise ConfigError(f"speculative.draft_model: {draft.name} has a {draft.vocab_size}-token vocabulary and "
+                              f"the target {model.name} {model.vocab_size}; vLLM requires them equal (its guesses "
+                              f"are token ids of the target's vocabulary)")
         dtp = draft_tp(cfg)
         if not tp_fits(draft, dtp):
             key = ("speculative.draft_tensor_parallel_size" if s.draft_tensor_parallel_size is not None

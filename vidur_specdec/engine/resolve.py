@@ -42,9 +42,12 @@ def check(cfg: RunConfig) -> None:
         check_speculation(cfg.speculative)
 
 
-def from_dict(data: Optional[Mapping]) -> RunConfig:
-    """A full, checked :class:`RunConfig` from a (possibly partial) mapping; missing keys take their defaults."""
-    cfg = build_config(data)
+def from_dict(data: Optional[Mapping], shared: Sequence[str] = ()) -> RunConfig:
+    """A full, checked :class:`RunConfig` from a (possibly partial) mapping; missing keys take their defaults.
+
+    ``shared``: keys whose disuse the caller checks across several configs (a sweep's base).
+    """
+    cfg = build_config(data, shared)
     check(cfg)
     return cfg
 

@@ -116,19 +116,40 @@ def from_mapping(data: Mapping, where: str = "device") -> DeviceSpec:
     for key in REQUIRED:
         if key not in data or data[key] is None:
             raise DeviceError(f"{where}: missing figure {key!r} (needs {', '.join(REQUIRED)})")
-    out = {"name": str(data.get("name") or Path(where).stem)}
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        raise DeviceError(f"{where}: name must be a string, got {name!r}")
+    out = {"name": name or Path(where).stem}
     for f in fields(DeviceSpec):
         if f.name == "name" or f.name not in data:
             continue
-        v = data[f.name]
-        try:
-            v = float(v)
-        except (TypeError, ValueError):
-            raise DeviceError(f"{where}: {f.name} must be a positive number, got {data[f.name]!r}") from None
-        if not (v > 0 or (v == 0 and f.name == "fp8_flops")) or v != v or v == float("inf"):
-            raise DeviceError(f"{where}: {f.name} must be a positive number, got {data[f.name]!r}")
-        out[f.name] = int(v) if f.type in (int, "int") else v
+        out[f.name] = _figure(f.name, data[f.name], f.type in (int, "int"), where)
     return DeviceSpec(**out)
+
+
+# Ranges of the device figures (inclusive): counts are whole numbers. Upper bounds are 100x the largest
+# current part (B200: 192 GB HBM3e, 8 TB/s, 2.25 PFLOPS dense BF16, 1.8 TB/s NVLink5, 148 SMs, 126 MB L2).
+RANGES = {
+    "memory_bytes": (1, 100 * 192e9),
+    "hbm_bandwidth": (1, 100 * 8e12),
+    "bf16_flops": (1, 100 * 2.25e15),
+    "nvlink_bandwidth": (1, 100 * 1.8e12),
+    "sms": (1, 100 * 148),
+    "l2_bytes": (1, 100 * 126 * MIB),
+    "fp8_flops": (0, 100 * 4.5e15),
+}
+
+
+def _figure(key: str, v, integer: bool, where: str):
+    """One device figure, typed and range-checked: a number (a count: a whole number) within :data:`RANGES`."""
+    lo, hi = RANGES[key]
+    what = "a whole number" if integer else "a number"
+    bad = DeviceError(f"{where}: {key} must be {what} in [{lo:g}, {hi:g}], got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise bad  # a string or true/false where a number belongs
+    if v != v or not lo <= v <= hi or (integer and float(v) != int(v)):
+        raise bad
+    return int(v) if integer else float(v)
 
 
 def get_device(name_or_path: Union[str, Path, Mapping, DeviceSpec]) -> DeviceSpec:

@@ -61,17 +61,8 @@ def check_speculation(s: SpeculativeConfig) -> None:
 
 
 def _check_proposals(s: SpeculativeConfig) -> None:
-    """proposal_rate / proposal_spread only for proposers whose proposals may be empty; prompt lookup for ngram."""
-    variable = [n for n, c in REGISTRY.items() if getattr(c, "variable_proposals", False)]
-    if not getattr(REGISTRY[s.method], "variable_proposals", False):
-        for name, unset in (("proposal_rate", 1.0), ("proposal_spread", None)):
-            if getattr(s, name) != unset:
-                raise ConfigError(f"speculative.{name}: only for methods {', '.join(variable)} "
-                                  f"(a {s.method} drafter always proposes k), got {getattr(s, name)}")
-    if s.method != "ngram":
-        for name in ("prompt_lookup_min", "prompt_lookup_max"):
-            if getattr(s, name) is not None:
-                raise ConfigError(f"speculative.{name}: only for method ngram, not {s.method}")
+    """Prompt-lookup order and the proposal spread's range (which methods read these keys:
+    :data:`vidur_specdec.config.unused.USES`; a test checks it against ``variable_proposals``)."""
     if s.prompt_lookup_min is not None and s.prompt_lookup_max is not None \
             and s.prompt_lookup_min > s.prompt_lookup_max:
         raise ConfigError(f"speculative.prompt_lookup_min: must be <= prompt_lookup_max ({s.prompt_lookup_max}), "

@@ -22,6 +22,7 @@ from vidur_specdec.config import (
     resolve_paths,
     set_dotted,
 )
+from vidur_specdec.config import unused
 from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
@@ -237,7 +238,8 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
         raise ConfigError(f"base: must be a run config mapping or a path to one, got {base!r}")
     try:
         base = apply_overrides(dict(base), overrides or [])
-        from_dict(base)
+        base_keys = unused.leaves(base)  # checked across the rows below: a base key some row reads is fine
+        from_dict(base, shared=base_keys)
     except ConfigError as e:
         raise ConfigError(f"base: {e}") from None
 
@@ -277,7 +279,9 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
                 set_dotted(row_tree, k, v)
             for k, v in resolve_paths(row_tree, base_dir).items():
                 set_dotted(data_i, k, v)  # mappings merge into sections key by key
-            cfg = _normalise(from_dict(data_i))
+            cfg = from_dict(data_i, shared=base_keys)
+            unused.check_given(ov, cfg)  # a row's own key must change its run, whatever its value
+            cfg = _normalise(cfg)
         except ConfigError as e:
             raise ConfigError(f"{where} (sweep row {i}: {', '.join(f'{k}={fmt_value(v)}' for k, v in ov.items())}): "
                               f"{e}") from None
@@ -292,6 +296,10 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
         seen[rid] = i
         d.pop("speculative")
         out.append(SweepRow(i, ov, cfg, rid, short_sha(canonical_json(d))))
+
+    why = unused.unused_in_all(base_keys, [r.config for r in out])
+    if why:
+        raise ConfigError(f"base: no row of this sweep reads it: {why}")
 
     # parameter columns: the standard ones, then any other varied key in order of first appearance
     std_keys = {k for _, k in STANDARD_PARAMS}

@@ -6,6 +6,7 @@ import math
 import time
 from typing import Dict, Mapping, Optional, Sequence
 
+from vidur_specdec.config import unused
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import code_digest, profile_digests
 
@@ -72,7 +73,7 @@ def run_row(config_dict: Dict) -> Dict:
     from vidur_specdec.engine.simulation import simulate
 
     t0 = time.perf_counter()
-    result = simulate(config_dict)
+    result = simulate(from_dict(config_dict, shared=[unused.CHECKED]))  # a row load_sweep checked
     wall = time.perf_counter() - t0
     return {"metrics": row_metrics(result), "wall_s": wall, "code": code_digest(),
             "profiles": profile_digests(result.config, fresh=True)}
@@ -84,4 +85,4 @@ def _warm(config_dicts: Sequence[Dict]) -> None:
     from vidur_specdec.engine.simulation import prepare
 
     for d in config_dicts:
-        prepare(from_dict(d))
+        prepare(from_dict(d, shared=[unused.CHECKED]))

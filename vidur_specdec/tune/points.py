@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, set_dotted
+from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, set_dotted, unused
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.definition import SweepRow, identity
 from vidur_specdec.sweep.digest import canonical_json, short_sha, code_digest, profile_digests
@@ -140,7 +140,10 @@ def build_config(base: RunConfig, overrides: Dict[str, Any]) -> RunConfig:
     d = base.to_dict()
     for key, v in overrides.items():
         set_dotted(d, key, v)
-    cfg = from_dict(d)
+    # the base was checked when loaded and is a template here; a point's own keys must change its run
+    kept = [k for k in unused.leaves(d) if not any(unused.overlaps(k, o) for o in overrides)]
+    cfg = from_dict(d, shared=kept)
+    unused.check_given(overrides, cfg)
     if not cfg.speculative.enabled:
         cfg.speculative = SpeculativeConfig(method="none", num_speculative_tokens=0)
     return cfg
@@ -156,7 +159,7 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     from vidur_specdec.engine.simulation import simulate
 
     t0 = time.perf_counter()
-    result = simulate(config_dict)
+    result = simulate(from_dict(config_dict, shared=[unused.CHECKED]))  # a point build_config checked
     wall = time.perf_counter() - t0
     m = row_metrics(result)
 

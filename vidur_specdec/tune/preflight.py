@@ -8,10 +8,11 @@ one line naming the key.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import List, Optional
 
-from vidur_specdec.config import ConfigError
+from vidur_specdec.config import ConfigError, unused
 from vidur_specdec.speculation.tree import KEY as TREE_KEY
 from vidur_specdec.tune.acceptance_carry import input_positions
 from vidur_specdec.tune.loads import load_bounds, workload_overrides
@@ -61,6 +62,7 @@ def check_before_running(base, k_max: int, axis, loads_text: Optional[str]) -> L
                           f"--k-max {k_max}; use --k-max <= {given} or give the input for {k_max}")
     bounds = load_bounds(base, axis)
     loads = parse_loads(loads_text, axis, bounds)
+    _check_axis(base, axis, bounds["lo"])
     for load in sorted({bounds["lo"], bounds["hi"], *loads}):
         for k in range(k_max + 1):
             ov = workload_overrides(base, axis, load)
@@ -70,3 +72,22 @@ def check_before_running(base, k_max: int, axis, loads_text: Optional[str]) -> L
             except ConfigError as e:
                 raise ConfigError(f"tune point ({axis.name} {axis.fmt(load)}, k={k}): {e}") from None
     return loads
+
+
+def _check_axis(base, axis, load: float) -> None:
+    """Refuse a load axis the base config does not read (every load the same run), or one that leaves a
+    key of the base unread (a trace under the closed-loop axis), before any point runs."""
+    from vidur_specdec.tune.points import AXES  # where check_before_running imports tune.points
+
+    point = copy.deepcopy(base)
+    for key, value in workload_overrides(base, axis, load).items():
+        *path, name = key.split(".")
+        setattr(unused.get(point, ".".join(path)), name, value)
+    why = unused.refusal(axis.key, point)
+    if why:
+        raise ConfigError(f"--load-axis {axis.name}: every load would run the same: {why}")
+    loads = {a.key for a in AXES.values()}  # the axis replaces the base's load (its qps) by design
+    for leaf in unused.set_keys(point):
+        why = None if leaf in loads else unused.refusal(leaf, point)
+        if why:
+            raise ConfigError(f"--load-axis {axis.name}: {why}")

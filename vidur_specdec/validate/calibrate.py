@@ -151,10 +151,13 @@ def fragment(cal: Calibration, use: str = "per_position") -> Dict:
         raise ValidateError(f"--acceptance: must be one of {', '.join(USES)}, got {use!r}")
     out: Dict = {}
     if cal.num_speculative_tokens and cal.alpha is not None:
-        spec = {"num_speculative_tokens": int(cal.num_speculative_tokens), "acceptance_histogram": None}
+        # one acceptance input; the others null, since two are refused (vidur_specdec/config/unused.py ONE_OF);
+        # alpha stays in calibration.json
+        spec = {"num_speculative_tokens": int(cal.num_speculative_tokens), "acceptance_histogram": None,
+                "acceptance_trace": None, "mean_acceptance_length": None}
         if use == "per_position":
             spec.update(acceptance_per_position=[round(float(x), 6) for x in cal.per_position],
-                        acceptance_rate=round(float(cal.alpha), 6))
+                        acceptance_rate=None)
         else:
             spec.update(acceptance_per_position=None, acceptance_rate=round(float(cal.alpha), 6))
         out["speculative"] = spec
