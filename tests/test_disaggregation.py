@@ -121,7 +121,8 @@ def test_same_config_and_seed_give_identical_tables(one_p_one_d):
 
 
 def test_least_loaded_closed_loop_counts_each_request_once():
-    r = simulate(cfg(workload={**BASE["workload"], "arrival": "closed", "concurrency": 4},
+    closed = {k: v for k, v in BASE["workload"].items() if k != "qps"}  # a closed loop reads no arrival rate
+    r = simulate(cfg(workload={**closed, "arrival": "closed", "concurrency": 4},
                      disaggregation={"prefill_instances": 2, "decode_instances": 1, "router": "least_loaded"}))
     req = r.requests.sort_values("arrived_at_s")
     assert len(req) == 24 and (req["arrived_at_s"].iloc[:4] == 0).all()

@@ -21,8 +21,9 @@ the applications ``sweep``, ``validate``, ``report``, ``profiles``, then
 higher one (the import contract in ``pyproject.toml``).
 """
 
-from vidur_specdec.config import ConfigError, RunConfig
 import importlib
+
+from vidur_specdec.config import ConfigError, RunConfig
 
 __all__ = ["simulate", "tune", "sweep", "run_vidur_sarathi", "SimulationResult", "RunConfig", "ConfigError", "load"]
 __version__ = "0.1.0"
@@ -34,8 +35,6 @@ _LAZY = {"simulate": "vidur_specdec.engine.simulation", "run_vidur_sarathi": "vi
 
 def __getattr__(name):
     if name in ("tune", "sweep"):  # callable packages: vidur_specdec.tune(...) runs a tune (docs/tune.md)
-        import importlib
-
         return importlib.import_module(f"vidur_specdec.{name}")
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)

@@ -54,6 +54,21 @@ class Use:
     what: str
 
 
+def _pool_rows() -> Tuple[Use, ...]:
+    """The disaggregation keys: each read only when the run has prefill and decode pools."""
+    pools, on = "disaggregation.prefill_instances", range(1, 1025)
+    rows = [Use(f"disaggregation.{k}", pools, on, what) for k, what in (
+        ("router", "which instance of a pool a request goes to"),
+        ("kv_link", "the link a request's KV crosses between the pools"),
+        ("kv_transfer_latency_ms", "the KV link's latency"),
+        ("draft_kv", "whether the drafter's KV is transferred or recomputed"))]
+    for role in ("prefill", "decode"):
+        for k in ("tensor_parallel_size", "enable_expert_parallel", "device", "max_num_batched_tokens",
+                  "max_num_seqs", "speculative"):
+            rows.append(Use(f"disaggregation.{role}.{k}", pools, on, f"the {role} pool's own {k}"))
+    return tuple(rows)
+
+
 def _dist_rows(name: str) -> Tuple[Use, ...]:
     w = f"workload.{name}"
     return (Use(f"{w}.value", f"{w}.dist", ("fixed",), "the one length of a fixed distribution"),
@@ -108,6 +123,8 @@ USES: Tuple[Use, ...] = (
     Use("workload.output_tokens", ARRIVAL, GENERATED, "the output lengths drawn (a trace has its own)"),
     *_dist_rows("prompt_tokens"),
     *_dist_rows("output_tokens"),
+    # --- disaggregation: read only with prefill and decode pools ---
+    *_pool_rows(),
 )
 
 # Keys that give one quantity: (the quantity, its keys). At most one may be set; vLLM takes none of these

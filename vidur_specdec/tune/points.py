@@ -143,7 +143,7 @@ def build_config(base: RunConfig, overrides: Dict[str, Any]) -> RunConfig:
     # the base was checked when loaded and is a template here; a point's own keys must change its run
     kept = [k for k in unused.leaves(d) if not any(unused.overlaps(k, o) for o in overrides)]
     cfg = from_dict(d, shared=kept)
-    unused.check_given(overrides, cfg)
+    unused.check_given([k for k, v in overrides.items() if v is not None], cfg)  # null unsets a key
     if not cfg.speculative.enabled:
         cfg.speculative = SpeculativeConfig(method="none", num_speculative_tokens=0)
     return cfg
