@@ -29,6 +29,7 @@ from typing import Dict, List, Optional
 
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.config.disaggregation import DisaggregationConfig
+from vidur_specdec.config import unused
 from vidur_specdec.config.schema import ACCEPTANCE_KEYS
 from vidur_specdec.engine import kv_transfer
 from vidur_specdec.engine.resolve import from_dict
@@ -137,7 +138,9 @@ def pool_config(cfg: RunConfig, role: str) -> RunConfig:
         keys["speculative."] = f"disaggregation.{role}.speculative."
     keys.setdefault("parallel.tensor_parallel_size", f"disaggregation.{role}.tensor_parallel_size")
     try:
-        out = from_dict(d)
+        # the run's own keys were checked when it loaded (a template rule may have kept some it does not read)
+        kept = [k for k in unused.leaves(d) if not k.startswith("speculative.") or pc.speculative is None]
+        out = from_dict(d, shared=kept)
     except ConfigError as e:
         raise ConfigError(_rename(str(e), role, keys)) from None
     out.base_dir = cfg.base_dir
