@@ -18,6 +18,17 @@ from typing import Callable, Dict
 _CHOICES: Dict[str, Callable[[], tuple]] = {}
 
 
+def registrar(table: Dict[str, object]) -> Callable[[str], Callable]:
+    """A ``register(name)`` decorator that files the decorated class or function in ``table`` under ``name``."""
+
+    def register(name: str) -> Callable:
+        def deco(obj):
+            table[name] = obj
+            return obj
+        return deco
+    return register
+
+
 def register_choices(key: str, names: Callable[[], tuple]) -> None:
     """Let the module that owns ``key``'s values supply them (``names()`` returns a tuple of strings)."""
     _CHOICES[key] = names

@@ -51,6 +51,7 @@ from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplica
 from vidur.types import BaseIntEnum, EventType
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.config.registry import registrar
 from vidur_specdec.engine.disagg_metrics import pool_figures, request_parts
 from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor, StepComposition
 from vidur_specdec.engine.request import SpecRequest
@@ -81,11 +82,7 @@ class PoolRouterConfig(BaseGlobalSchedulerConfig):
 ROUTERS: Dict[str, type] = {}
 
 
-def register_router(name: str):
-    def deco(cls):
-        ROUTERS[name] = cls
-        return cls
-    return deco
+register_router = registrar(ROUTERS)  # a value of disaggregation.router
 
 
 @register_router("round_robin")

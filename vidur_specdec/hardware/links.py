@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Tuple
 
+from vidur_specdec.config.registry import registrar
 from vidur_specdec.hardware import collectives_fit as fit
 from vidur_specdec.hardware.devices import DeviceSpec
 
@@ -42,12 +43,7 @@ NIC_400G_BYTES_S = 400e9 / 8  # one 400 Gb/s port (ConnectX-7), line rate
 NETWORK_LATENCY_MS = 0.05  # assumed per-transfer start-up across nodes (see the module notes)
 
 
-def register(name: str):
-    """Register a link figure function under ``name`` (a value of ``disaggregation.kv_link``)."""
-    def deco(fn):
-        LINKS[name] = fn
-        return fn
-    return deco
+register = registrar(LINKS)  # a link figure function under a value of disaggregation.kv_link
 
 
 @register("nvlink")
