@@ -132,7 +132,7 @@ def test_tree_with_n_nodes_charges_n_plus_1_query_tokens():
 def test_bad_tree_configs_are_one_line():
     with pytest.raises(ConfigError, match=r"^speculative.num_speculative_tokens: must equal the token tree's"):
         load(batch1(method="eagle", num_speculative_tokens=3, speculative_token_tree="[(0,), (1,)]"))
-    with pytest.raises(ConfigError, match=r"^speculative.speculative_token_tree: only for methods"):
+    with pytest.raises(ConfigError, match=r"^speculative.speculative_token_tree: does nothing with speculative.method"):
         load(batch1(method="ngram", num_speculative_tokens=2, speculative_token_tree="[(0,), (1,)]"))
 
 

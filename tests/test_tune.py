@@ -125,7 +125,8 @@ def test_speculative_config_validates_and_feeds_back_bit_for_bit(tuned):
     (["--set", 'speculative.num_speculative_tokens_per_batch_size={"1-8": 2, "4-16": 1}'],
      "num_speculative_tokens_per_batch_size"),
     (["--tolerance", "0"], "--tolerance"),
-    (["--set", "speculative.acceptance_per_position=[0.8, 0.7, 0.6]", "--k-max", "5"], "--k-max"),
+    (["--set", "speculative.acceptance_per_position=[0.8, 0.7, 0.6]", "--set", "speculative.acceptance_rate=null",
+      "--k-max", "5"], "--k-max"),
 ])
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, args, words):
     p = tmp_path / "cfg.yaml"
@@ -177,7 +178,7 @@ def test_static_k_points_cut_position_and_histogram_inputs():
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
     for acc in ({"acceptance_per_position": [0.8, 0.7, 0.6]}, {"acceptance_histogram": [0.2, 0.2, 0.2, 0.4]}):
-        spec = {**CFG["speculative"], **acc}
+        spec = {**CFG["speculative"], "acceptance_rate": None, **acc}  # one acceptance input
         base = from_dict({**CFG, "speculative": spec})
         for k in (1, 2, 3):
             cfg = build_config(base, setting_overrides(base, Setting(k)))
