@@ -161,11 +161,19 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
 
     profiles = one("profiles")
     if profiles == "shipped":
-        devices = one("device").upper()
-        prof = (f"analytical (roofline) operator times for {devices}: shipped (Llama-2-7B and llama-160m on A100) "
-                "or built on demand by the same builder, whose efficiencies were calibrated on measured A100 "
-                "Llama-2-7B profiles and checked on Llama-2-70B; other GPUs use their spec-sheet figures with "
-                "those efficiencies, unmeasured (docs/profiles.md); not measurements")
+        devs = _uniq(r.get("device") for r in rows)
+        parts = []
+        if "a100" in devs:
+            parts.append("analytical (roofline) operator times for A100: shipped (Llama-2-7B and llama-160m) or "
+                         "built on demand by the same builder, whose efficiencies were calibrated on measured A100 "
+                         "Llama-2-7B profiles and checked on Llama-2-70B; not measurements")
+        others = [str(d).upper() for d in devs if d != "a100"]
+        if others:
+            parts.append(f"operator times for {', '.join(others)} from vLLM's measured kernel tables "
+                         "(aiconfigurator-core 0.12.0, vLLM 0.24.0 rows) wherever a table covers the op, the "
+                         "calibrated roofline for the rest (a run's summary.json names the source per op family; "
+                         "docs/profiles.md)")
+        prof = "; ".join(parts)
     else:
         prof = f"operator profiles from {profiles} ({one('device').upper()})"
     try:
