@@ -1,5 +1,6 @@
 """Acceptance by name: the library's rows for a drafter, the across-k model, the factors, the default said aloud."""
 
+from pathlib import Path
 import json
 import pytest
 
@@ -130,3 +131,18 @@ def test_a_traces_per_request_categories_scale_published_acceptance(tmp_path):
     plain = simulate(None, base + ["speculative.acceptance_factors=[context]"]).requests
     same = plain.groupby(plain.index % 2).apply(lambda d: 1 + d["accepted_tokens"].sum() / d["decode_steps"].sum())
     assert abs(same[1] - same[0]) < 0.2
+
+
+def test_a_tune_page_names_where_its_acceptance_came_from():
+    from vidur_specdec.speculation.acceptance_source import describe
+    from vidur_specdec.tune.page import acceptance_html
+
+    cfg = load(str(Path(__file__).resolve().parents[1] / "configs" / "llama3.1-8b-h100.yaml"),
+               ["speculative.acceptance_source=published", "speculative.acceptance_rate=null",
+                "speculative.model=RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", "workload.dataset=mt-bench"])
+    acc = describe(cfg)  # what tune's summary.json carries under "acceptance"
+    assert acc["acceptance_source"] == "published"
+    page = acceptance_html(acc)
+    assert page.startswith('<p id="acceptance">') and "test_acceptance_length.py" in page
+    given = load(str(Path(__file__).resolve().parents[1] / "configs" / "llama3.1-8b-h100.yaml"))
+    assert describe(given) == {} and acceptance_html(describe(given)) == ""  # acceptance given: nothing added

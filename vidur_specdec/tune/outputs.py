@@ -22,6 +22,7 @@ from vidur_specdec.tune.vllm_config import speculative_config
 from vidur_specdec.tune.loads import overload_reason
 from vidur_specdec.tune.acceptance_carry import point_acceptance
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
+from vidur_specdec.speculation.acceptance_source import describe as describe_acceptance
 from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
 from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, point_overloaded
 from vidur_specdec.tune.page import build_page
@@ -112,7 +113,9 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
         extrapolated = [int(top) + 1, cap_b]  # batch sizes the schedule prices but no simulated load reached
     from vidur_specdec.tune.capacity import explain
 
+    acc = describe_acceptance(ev.base)  # published rows, the across-k model or the default; {} if given
     return {
+        **({"acceptance": acc} if acc else {}),
         "capacity_explained": explain(ev, res, sched),
         "deployment": deployment(ev.base),
         "proposer": describe_proposer(ev.base),

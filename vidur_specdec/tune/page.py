@@ -279,6 +279,28 @@ lower is better for TPOT).</p>
 {skipped}"""
 
 
+def acceptance_html(acc: Dict) -> str:
+    """Where the tune's acceptance came from (published rows with their sources, the across-k model, a default)."""
+    e = html.escape
+    src = acc.get("acceptance_source")
+    if not src:
+        return ""
+    model = acc.get("acceptance_model") or {}
+    rates = ", ".join(f"{x:.3f}" for x in model.get("per_position") or [])
+    if src == "published":
+        cites = "; ".join(e(str(r.get("source", r))) if isinstance(r, dict) else e(str(r))
+                          for r in acc.get("acceptance_rows") or [])
+        return (f"<p id=\"acceptance\">Acceptance: published ({e(str(model.get('how', '')))}), per-position rates "
+                f"{rates}; source: {cites}.</p>")
+    if src == "default":
+        return ("<p id=\"acceptance\" class=\"warn\">Acceptance: a default (acceptance rate "
+                f"{e(str((acc.get('acceptance_default') or {}).get('acceptance_rate')))}), not given and not "
+                "published for this pair.</p>")
+    return (f"<p id=\"acceptance\">Acceptance: mean length {e(str(model.get('mean_acceptance_length')))} given at "
+            f"k = {e(str(model.get('acceptance_at_k')))}, carried across k by the {e(str(model.get('family')))} "
+            f"per-position model: {rates}.</p>")
+
+
 def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
     # lazy: start-up cost of plotly
     from plotly.offline import get_plotlyjs
@@ -308,6 +330,7 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
                + f"; vLLM {e(str(summ.get('vllm_version', '')))} semantics, "
                f"max_num_batched_tokens {(summ.get('engine_args') or {}).get('max_num_batched_tokens')}, "
                f"max_num_seqs {(summ.get('engine_args') or {}).get('max_num_seqs')}.</p>")
+    dep += acceptance_html(summ.get("acceptance") or {})
     warn = "".join(f"<p class=\"warn\">{e(w)}</p>" for w in summ.get("warnings") or [])
     ext = summ.get("schedule_extrapolated_batch_sizes")
     ext_txt = (f"<p class=\"note\" id=\"extrapolated\">Batch sizes {ext[0]}&ndash;{ext[1]}: chosen from the step-cost "
