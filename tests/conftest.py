@@ -54,6 +54,15 @@ def each_batch(check):
         SpecSarathiReplicaScheduler._get_next_batch = orig
 
 
+def unwritable_folder(tmp_path, name: str):
+    """A path a command cannot create: under a read-only folder, or (for root, who may write anywhere) under /sys."""
+    if os.geteuid() == 0:
+        return Path("/sys") / name
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    return locked / "out"
+
+
 def one_error_line(capsys, rc, *needles, code=2) -> str:
     """The command ended with status ``code`` and one ``error:`` line on stderr holding every needle, no traceback."""
     err = capsys.readouterr().err

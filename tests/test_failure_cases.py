@@ -20,7 +20,7 @@ import pytest
 import yaml
 from validate_fixtures import small_config, small_profiles, write_steplog_tree, write_yaml  # noqa: F401
 
-from conftest import REPO
+from conftest import REPO, unwritable_folder
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TINY = ["--set", "workload.num_requests=12", "--set", "workload.qps=8"]
@@ -99,12 +99,7 @@ def test_existing_folder_is_refused_unless_overwrite_and_never_mixed(tmp_path):
 
 
 def test_unwritable_output_folder_fails_before_the_simulation(tmp_path):
-    if os.geteuid() == 0:
-        target = Path("/sys/vidur-specdec-out")  # root may write anywhere but here
-    else:
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o500)
-        target = locked / "out"
+    target = unwritable_folder(tmp_path, "vidur-specdec-out")
     t0 = time.perf_counter()
     p = _cli("run", "--config", "configs/default.yaml", "--output-dir", str(target),
              "--set", "workload.num_requests=3000")

@@ -13,6 +13,7 @@ import pytest
 from validate_fixtures import small_config, small_profiles, write_yaml  # noqa: F401
 
 from conftest import one_error_line as one_error
+from conftest import unwritable_folder
 from vidur_specdec import cli, outfolder
 from vidur_specdec.config import ConfigError
 
@@ -86,12 +87,7 @@ def test_profiles_build_onto_a_read_only_folder_fails_before_building(tmp_path, 
         raise AssertionError("built before the folder was checked")
 
     monkeypatch.setattr(pcli, "build_profile", never)
-    if os.geteuid() == 0:
-        target = Path("/sys/vidur-specdec-profiles")  # root may write anywhere but here
-    else:
-        locked = tmp_path / "locked"
-        locked.mkdir(mode=0o500)
-        target = locked / "out"
+    target = unwritable_folder(tmp_path, "vidur-specdec-profiles")
     rc = cli.main(["profiles", "build", "--model", "meta-llama/Llama-2-7b-hf", "--device", "a100", "--tp", "1",
                    "--out", str(target)])
     one_error(capsys, rc, "cannot write in")
