@@ -39,8 +39,7 @@ MAX_K = 64  # guesses per request per step (a token tree's node count)
 # parallel.global_scheduler values: Vidur's own global schedulers by their GlobalSchedulerType names
 # (vidur 0.0.26 vidur/types/global_scheduler_type.py; engine.simulation maps each to its Vidur config)
 GLOBAL_SCHEDULERS = ("round_robin", "lor")
-ACCEPTANCE_KEYS = ("acceptance_trace", "acceptance_histogram", "acceptance_per_position", "mean_acceptance_length",
-                   "acceptance_rate")  # the acceptance inputs, most specific first
+ACCEPTANCE_KEYS = unused.ACCEPTANCE_INPUTS  # the acceptance inputs, most specific first (one of them at a time)
 ACCEPTANCE_SOURCES = ("given", "published", "default")
 ACCEPTANCE_FACTORS = ("context", "dataset", "temperature")  # speculation/acceptance_factors.py
 DEFAULT_ALL_REDUCE = "vllm_custom"  # engine.all_reduce default: vLLM's custom all-reduce (hardware.collectives checks it is registered)
