@@ -58,8 +58,29 @@ def test_a_missing_table_is_one_line(monkeypatch, tmp_path):
 def test_tables_are_the_default_where_they_exist():
     assert K.for_run("shipped", H100).name == "tables"
     assert K.for_run("shipped", get_device("b200")).sources(4)["all_reduce"].startswith("measured: b200_sxm")
-    ds = get_model("deepseek-ai/DeepSeek-V3")  # multi-head latent attention: no table read
-    assert K.for_run("shipped", get_device("h200")).sources(8, [ds])["attention_decode"] == "built"
+    ds = get_model("deepseek-ai/DeepSeek-V3")  # multi-head latent attention: the MLA module rows
+    src = K.for_run("shipped", get_device("h200")).sources(8, [ds])
+    assert src["attention_decode"] == src["attention_prefill"] == (
+        "measured: h200_sxm, vllm 0.24.0 (aiconfigurator-core 0.12.0); MLA module FLASH_ATTN_MLA / FLASH_ATTN")
+    assert src["elementwise"].startswith("built (no measured table")
+    dense = K.for_run("shipped", H100).sources(1, [get_model("meta-llama/Llama-3.1-8B-Instruct")])
+    assert dense["moe"] == K.for_run("built", H100).sources(1, [get_model("meta-llama/Llama-3.1-8B-Instruct")])["moe"] \
+        == "none (dense model)"
+
+
+def test_a_missing_mla_table_is_one_line(monkeypatch):
+    from vidur_specdec.config import ConfigError
+    from vidur_specdec.costs.kernels import mla_table
+
+    monkeypatch.setattr(mla_table, "MLA_VERSION", "0.0.0")
+    mla_table.table.cache_clear()
+    try:
+        with pytest.raises(ConfigError) as e:
+            K.for_run("shipped", get_device("h200")).sources(8, [get_model("deepseek-ai/DeepSeek-V3")])
+    finally:
+        mla_table.table.cache_clear()
+    assert str(e.value) == ("profiles: aiconfigurator-core 0.12.0 has no mla_generation_module_perf table for h200_sxm "
+                            "(mla, vllm 0.0.0); set profiles: built for the analytical roofline")
 
 
 def test_run_warns_of_the_a100_example_budget_on_another_gpu():

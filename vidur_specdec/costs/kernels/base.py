@@ -23,6 +23,8 @@ import numpy as np
 
 #: Op families a source names in ``summary.json`` (``kernel_sources``).
 OP_FAMILIES = ("gemm", "attention_decode", "attention_prefill", "elementwise", "all_reduce", "moe", "lm_head")
+#: ``kernel_sources.moe`` of a model without MoE layers (every source)
+NO_MOE = "none (dense model)"
 
 
 class KernelSource:

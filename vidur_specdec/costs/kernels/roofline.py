@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Sequence, Tuple, Union
 
-from vidur_specdec.costs.kernels.base import OP_FAMILIES, KernelSource
+from vidur_specdec.costs.kernels.base import NO_MOE, OP_FAMILIES, KernelSource
 from vidur_specdec.costs.profiles import builder as B
 from vidur_specdec.costs.profiles import params as P
 from vidur_specdec.hardware import collectives
@@ -84,4 +84,7 @@ class RooflineKernels(KernelSource):
         return B.attention_op_times(spec, self.fields, tp, batch_size, kv_cache_size, prefill_chunk_size)
 
     def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
-        return {f: BUILT for f in OP_FAMILIES}
+        out = {f: BUILT for f in OP_FAMILIES}
+        if specs and not specs[0].is_moe:
+            out["moe"] = NO_MOE
+        return out

@@ -20,16 +20,20 @@ Tables (``aiconfigurator-core`` 0.12.0, read by :mod:`.table_data`), per GPU of
 
 What no table covers stays on the calibrated roofline (:mod:`.roofline`) and
 :meth:`TableKernels.sources` says so per op family: elementwise kernels (norms,
-RoPE, activation, residual add, embedding), the MoE layer's router and shared
+RoPE, activation, residual add, embedding: no table of the package measures them, its own
+``ElementWise`` op is analytical from memory bandwidth), the MoE layer's router and shared
 experts (its routed experts come from the fused-MoE table, :mod:`vidur_specdec.costs.fused_moe_table`,
-where it holds the deployment's rows), multi-head latent attention (DeepSeek; the
-MLA tables are not read), attention shapes the tables lack (e.g. more than 8 KV
-heads per GPU in decode), world sizes other than 2, 4, 8. Sliding-window layers
-are priced at window 0 (full attention), as the roofline prices them. Times in ms.
+where it holds the deployment's rows), attention shapes the tables lack (e.g. more than 8 KV
+heads per GPU in decode), world sizes other than 2, 4, 8. Multi-head latent attention (DeepSeek)
+is read from the MLA module tables (:mod:`.mla_table`). Each attention kind is one reader of
+:data:`ATTENTION_READERS`. Sliding-window layers are priced at window 0 (full attention), as the
+roofline prices them. Times in ms.
 """
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
 from typing import Dict, Sequence, Tuple
 
 import numpy as np
@@ -37,8 +41,9 @@ import numpy as np
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
 from vidur_specdec.costs import moe_layer
+from vidur_specdec.costs.kernels import mla_table as MLA
 from vidur_specdec.costs.kernels import table_data as TD
-from vidur_specdec.costs.kernels.base import OP_FAMILIES
+from vidur_specdec.costs.kernels.base import NO_MOE, OP_FAMILIES
 from vidur_specdec.costs.kernels.roofline import BUILT, RooflineKernels
 from vidur_specdec.costs.profiles.builder import GEMM_OPS, shard
 from vidur_specdec.hardware import custom_all_reduce as CUSTOM_AR
@@ -64,6 +69,9 @@ ATTENTION_KERNELS = {"h100": _FA3, "h200": _FA3, "b200": _TRTLLM, "b300": _TRTLL
 GEMM_DTYPES = {"bf16": ("bfloat16", "torch.nn.functional.linear"), "fp8": ("fp8", "CutlassFP8ScaledMMLinearKernel")}
 KV_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
 AR_WORLDS = (2, 4, 8)
+#: ``kernel_sources.elementwise`` on the tables: why it is the roofline's
+ELEMENTWISE_SOURCE = (f"built (no measured table: {TD.PACKAGE} {TD.PACKAGE_VERSION} times norms, RoPE, activation "
+                      "and residual add analytically from memory bandwidth)")
 
 
 def has_tables(device) -> bool:
@@ -92,28 +100,33 @@ class TableKernels(RooflineKernels):
         TD.table_path(self.system, "comm", "nccl", self.nccl_version, "nccl_perf")
         self._grids: Dict[tuple, object] = {}
         self._ar: Dict[tuple, float] = {}
+        self._readers: Dict[tuple, object] = {}
 
     # ------------------------------------------------------------------ naming
     def label(self) -> str:
         return f"{TD.PACKAGE}=={TD.PACKAGE_VERSION}/{self.system}/vllm-{VLLM_VERSION}"
 
     def identity(self):
-        return {"kernels": self.name, "package": TD.PACKAGE_VERSION, "system": self.system, "vllm": VLLM_VERSION}
+        return {"kernels": self.name, "package": TD.PACKAGE_VERSION, "system": self.system, "vllm": VLLM_VERSION,
+                "code": _CODE_DIGEST}
 
     def _measured(self, framework: str = "vllm", version: str = VLLM_VERSION) -> str:
         return f"measured: {self.system}, {framework} {version} ({TD.PACKAGE} {TD.PACKAGE_VERSION})"
 
     def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
         out = {f: BUILT for f in OP_FAMILIES}
+        out["elementwise"] = ELEMENTWISE_SOURCE
         curve = self._moe_curve(specs[0], tp, ep)[0] if specs and specs[0].is_moe else None
         if curve is not None:
             out["moe"] = curve.label()
+        elif specs and not specs[0].is_moe:
+            out["moe"] = NO_MOE
         out["gemm"] = out["lm_head"] = self._measured()
-        att = [self._attention_shape(s, tp) for s in specs]
-        if all(a is not None and self._covers("generation_attention_perf", *a) for a in att):
-            out["attention_decode"] = self._measured()
-        if all(a is not None and self._covers("context_attention_perf", *a) for a in att):
-            out["attention_prefill"] = self._measured()
+        readers = [self._attention(s, tp) for s in specs]
+        for phase in ("decode", "prefill"):
+            labels = [r.label(phase) for r in readers]
+            if all(labels):
+                out[f"attention_{phase}"] = " + ".join(dict.fromkeys(labels)) or self._measured()
         if tp in AR_WORLDS:
             out["all_reduce"] = (self._measured("vllm", self.ar_version) + f" and nccl {self.nccl_version}"
                                  if self.algorithm == "vllm_custom" else self._measured("nccl", self.nccl_version))
@@ -133,10 +146,11 @@ class TableKernels(RooflineKernels):
         return moe_layer.moe_layer_ms(spec, self.fields, tp, groups, ep=ep, routed=curve)
 
     def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1):
+        out = [w for s in specs for w in self._attention(s, tp).warnings()]
         if not specs or not specs[0].is_moe:
-            return []
+            return out
         why = self._moe_curve(specs[0], tp, ep)[1]
-        return [f"{why}; the MoE layers are priced on the builder's roofline"] if why else []
+        return out + ([f"{why}; the MoE layers are priced on the builder's roofline"] if why else [])
 
     # ------------------------------------------------------------------ GEMM
     def _gemm_grid(self, dtype: str):
@@ -165,12 +179,17 @@ class TableKernels(RooflineKernels):
         return float(t) if np.ndim(t) == 0 else t
 
     # ------------------------------------------------------------------ attention
+    def _attention(self, spec, tp: int):
+        """The reader of :data:`ATTENTION_READERS` for ``spec``'s attention kind at ``tp`` (cached)."""
+        key = (spec, int(tp))
+        r = self._readers.get(key)
+        if r is None:
+            r = self._readers[key] = ATTENTION_READERS[attention_kind(spec)](self, spec, int(tp))
+        return r
+
     @staticmethod
     def _attention_shape(spec, tp: int):
-        """(q heads, KV heads, head size, KV dtype) per GPU; None for multi-head latent attention (the MLA
-        tables are not read: such a model's attention stays on the roofline)."""
-        if getattr(spec, "kv_lora_rank", 0):
-            return None
+        """(q heads, KV heads, head size, KV dtype) per GPU of a multi-head (GQA) attention layer."""
         _, hd, qh, kvh, _ = shard(spec, tp)
         return qh, kvh, hd, "fp8" if getattr(spec, "kv_cache_dtype", "") == "fp8" else "bf16"
 
@@ -267,15 +286,44 @@ class TableKernels(RooflineKernels):
 
     def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
         out = super().attention_op_times(spec, tp, batch_size, kv_cache_size, prefill_chunk_size)
-        shape = self._attention_shape(spec, tp)
-        if shape is None:
-            return out
-        qh, kvh, hd, kvd = shape
         bs, kv, chunk = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in
                                               (batch_size, kv_cache_size, prefill_chunk_size)))
+        return self._attention(spec, tp).op_times(out, bs, kv, chunk)
+
+
+class MHAAttention:
+    """Multi-head (GQA) attention from ``generation_attention_perf`` / ``context_attention_perf`` where they
+    hold the layer's per-GPU shape; the roofline's figures otherwise."""
+
+    def __init__(self, kernels: TableKernels, spec, tp: int) -> None:
+        self.kernels, self.shape = kernels, kernels._attention_shape(spec, tp)
+
+    def label(self, phase: str):
+        table = "generation_attention_perf" if phase == "decode" else "context_attention_perf"
+        return self.kernels._measured() if self.kernels._covers(table, *self.shape) else None
+
+    def warnings(self):
+        return []
+
+    def op_times(self, out: dict, bs, kv, chunk) -> dict:
+        qh, kvh, hd, kvd = self.shape
         pre = chunk > 0
-        dec = self.decode_attention_ms(np.where(pre, 1.0, bs), kv, qh, kvh, hd, kvd)
-        pf = self.prefill_attention_ms(np.where(pre, chunk, 1.0), kv, qh, kvh, hd, kvd)
+        dec = self.kernels.decode_attention_ms(np.where(pre, 1.0, bs), kv, qh, kvh, hd, kvd)
+        pf = self.kernels.prefill_attention_ms(np.where(pre, chunk, 1.0), kv, qh, kvh, hd, kvd)
         out["attn_decode"] = np.where(pre, np.nan, dec)
         out["attn_prefill"] = np.where(pre, pf, np.nan)
         return out
+
+
+#: attention kind -> its table reader (``reader(kernels, spec, tp)``: ``label``, ``warnings``, ``op_times``)
+ATTENTION_READERS = {"mha": MHAAttention, "mla": MLA.MLAAttention}
+
+
+def attention_kind(spec) -> str:
+    """``mla`` for multi-head latent attention (``kv_lora_rank`` > 0), else ``mha``."""
+    return "mla" if MLA.is_mla(spec) else "mha"
+
+
+# what a profile priced by the tables depends on beyond the tables themselves (its cache key)
+_CODE_DIGEST = hashlib.sha256(b"".join(Path(__file__).with_name(n).read_bytes() for n in
+                                       ("tables.py", "mla_table.py", "table_data.py"))).hexdigest()[:16]
