@@ -10,6 +10,10 @@ the measured latency. Families and the rows taken (bf16, window 0, vLLM's kernel
 * decode attention: batch 1-128, 1k-16k cached tokens; prefill attention: batch 1, 128-16k tokens;
   both at the per-GPU heads of Llama-3.1-8B (32 q / 8 KV), 70B at TP 4 (16 / 2) and Qwen3-30B-A3B (32 / 4);
 * vLLM's custom all-reduce (CUDA graphs, below its 8 MiB limit) and NCCL's, at 2, 4 and 8 GPUs.
+* MLA (DeepSeek-V3 at TP 4 and 8: 32 and 16 heads, fp8 block projections, bf16 KV): the attention
+  block (``attn_pre_proj`` + ``attn_rope`` + ``attn_post_proj`` + the attention op) against vLLM's MLA
+  module rows, with the kernel the ``tables`` source reads on that GPU (``costs/kernels/mla_table.py``);
+  decode batch 1-128, 1k-16k cached tokens; prefill batch 1, 128-16k tokens. ``–``: no such rows.
 
 Each cell: median builder / measured (min-max). Prints the markdown table; ``--write`` puts it
 between the ``kernel-error`` markers of docs/profiles.md (tests/test_kernel_error_doc.py fails while
@@ -24,6 +28,8 @@ import docblock  # noqa: E402  (scripts/docblock.py)
 
 import numpy as np  # noqa: E402
 
+from vidur_specdec.architectures.models import get_model  # noqa: E402
+from vidur_specdec.costs.kernels import mla_table as MLA  # noqa: E402
 from vidur_specdec.costs.kernels import table_data as TD  # noqa: E402
 from vidur_specdec.costs.kernels.roofline import RooflineKernels  # noqa: E402
 from vidur_specdec.costs.kernels.tables import ATTENTION_KERNELS, GEMM_DTYPES, SYSTEMS, VLLM_VERSION, TableKernels  # noqa: E402
@@ -79,7 +85,35 @@ def ratios(name: str) -> dict:
     nccl = nccl[(nccl.op_name == "all_reduce") & (nccl.nccl_dtype == "half")]
     out["NCCL all-reduce, 2/4/8 GPUs"] = np.array([collectives.all_reduce_ms(dev, x.num_gpus, x.message_size * 2)
                                                    for x in nccl.itertuples()]) / nccl.latency.to_numpy()
+    out.update(mla_ratios(name, b, t))
     return out
+
+
+MLA_OPS = ("attn_pre_proj", "attn_rope", "attn_post_proj")
+
+
+def mla_ratios(name: str, b: RooflineKernels, t: TableKernels) -> dict:
+    """{MLA family: builder block / measured module ratios} for device ``name`` (empty where no rows)."""
+    ds = get_model(MLA.TABLE_MODEL)
+    out = {"MLA decode block": [], "MLA prefill block": []}
+    for tp in (4, 8):
+        rows = MLA.try_table(t.system, name, ds, tp)[0]
+        if rows is None:
+            continue
+        gen = rows.measured("mla_generation_module_perf")
+        gen = gen[(gen.kernel_source == rows.decode_kernel) & (gen.batch_size <= 128) & (gen.step >= 1023)
+                  & (gen.step <= 16383)]
+        bs, kv = gen.batch_size.to_numpy(float), gen.step.to_numpy(float)
+        ops = b.mlp_op_times(ds, tp, bs)
+        pred = sum(ops[o] for o in MLA_OPS) + b.attention_op_times(ds, tp, bs, kv, 0)["attn_decode"]
+        out["MLA decode block"].append(pred / gen.latency.to_numpy())
+        isl, lat = rows.ctx
+        keep = (isl >= 128) & (isl <= 16384)
+        isl, lat = isl[keep], lat[keep]
+        ops = b.mlp_op_times(ds, tp, isl)
+        pred = sum(ops[o] for o in MLA_OPS) + b.attention_op_times(ds, tp, 1, 0, isl)["attn_prefill"]
+        out["MLA prefill block"].append(pred / lat)
+    return {k: np.concatenate(v) if v else np.array([]) for k, v in out.items()}
 
 
 def _cell(r: np.ndarray) -> str:

@@ -66,3 +66,35 @@ def test_all_reduce_rows(source):
     rows = nccl[(nccl.op_name == "all_reduce") & (nccl.nccl_dtype == "half")]
     pred = [source.nccl_all_reduce_ms(r.num_gpus, r.message_size * 2) for r in rows.itertuples()]
     assert _median_err(pred, rows.latency) < 0.03, source.system
+
+
+# the MLA decode kernel vLLM 0.33 runs with a bf16 KV cache, and the longest prompt it takes on that path
+MLA_DECODE = {"h200": ("FLASH_ATTN_MLA", 512), "b200": ("FLASHINFER_MLA", 1)}
+
+
+@pytest.mark.parametrize("gpu", sorted(MLA_DECODE))
+def test_mla_rows(gpu):
+    """DeepSeek-V3's attention block (its projections, RoPE and the attention op) reproduces the MLA module rows."""
+    from vidur_specdec.architectures.models import get_model
+
+    ds = get_model("deepseek-ai/DeepSeek-V3")  # fp8 (block) projections, bf16 KV cache
+    k = TableKernels(get_device(gpu))
+    kernel, short = MLA_DECODE[gpu]
+
+    def block(tp, tokens, att):
+        ops = k.mlp_op_times(ds, tp, tokens)
+        return ops["attn_pre_proj"] + ops["attn_rope"] + ops["attn_post_proj"] + att
+
+    for tp in (4, 8):
+        gen = TD.load(k.system, "mla", "vllm", "0.24.0", "mla_generation_module_perf")
+        gen = _sample(gen[(gen.kernel_source == kernel) & (gen.num_heads == 128 // tp) & (gen.gemm_type == "fp8_block")
+                          & (gen.kv_cache_dtype == "bfloat16")], 4)
+        b, s = gen.batch_size.to_numpy(float), gen.step.to_numpy(float)
+        pred = block(tp, b, k.attention_op_times(ds, tp, b, s, 0)["attn_decode"])
+        assert _median_err(pred, gen.latency) < 0.03, (gpu, tp, "decode")
+        ctx = TD.load(k.system, "mla", "vllm", "0.24.0", "mla_context_module_perf")
+        ctx = ctx[(ctx.num_heads == 128 // tp) & (ctx.gemm_type == "fp8_block") & (ctx.kv_cache_dtype == "bfloat16")
+                  & (ctx.batch_size == 1) & (ctx.kernel_source == np.where(ctx.isl <= short, kernel, "FLASH_ATTN"))]
+        isl = ctx.isl.to_numpy(float)
+        pred = block(tp, isl, k.attention_op_times(ds, tp, 1, 0, isl)["attn_prefill"])
+        assert len(ctx) >= 10 and _median_err(pred, ctx.latency) < 0.03, (gpu, tp, "prefill")

@@ -75,12 +75,12 @@ class MLAModuleTable:
 
     def __init__(self, system: str, device: str, heads: int, kv_dtype: str, gemm_type: str) -> None:
         self.system, self.heads, self.kv_dtype, self.gemm_type = system, heads, kv_dtype, gemm_type
-        gen = self._rows("mla_generation_module_perf")
+        gen = self.measured("mla_generation_module_perf")
         self.decode_kernel = next((k for k in DECODE_KERNELS[device] if (gen.kernel_source == k).any()), None)
         if self.decode_kernel is None:
             raise MLATableError(f"no MLA decode rows for {system} at {heads} heads, KV {kv_dtype}, GEMM {gemm_type}")
         self.gen = TD.dense_grid(gen[gen.kernel_source == self.decode_kernel], "batch_size", "step")
-        ctx = self._rows("mla_context_module_perf")
+        ctx = self.measured("mla_context_module_perf")
         ctx = ctx[ctx.batch_size == 1]
         short = DECODE_PATH_TOKENS.get(self.decode_kernel, 1)
         ctx = ctx[((ctx.kernel_source == self.decode_kernel) & (ctx.isl <= short))
@@ -89,7 +89,8 @@ class MLAModuleTable:
             raise MLATableError(f"no single MLA prefill curve for {system} at {heads} heads, KV {kv_dtype}")
         self.ctx = (ctx.isl.to_numpy(float), ctx.latency.to_numpy(float))
 
-    def _rows(self, table: str):
+    def measured(self, table: str):
+        """The rows of ``table`` (``mla_generation_module_perf`` / ``mla_context_module_perf``) at this shape."""
         df = TD.load(self.system, "mla", "vllm", MLA_VERSION, table)
         return df[(df.model == TABLE_MODEL) & (df.num_heads == self.heads) & (df.kv_cache_dtype == self.kv_dtype)
                   & (df.gemm_type == self.gemm_type) & (df.mla_dtype == "bfloat16")]
