@@ -18,8 +18,10 @@ The simulator splits a layer into per-token ops (``attn_pre_proj``, ``attn_rope`
 (``attn_decode`` per batch x context, ``attn_prefill`` per chunk). So that the block sums to the
 measured module, attention is the module row less those three ops at the row's token count
 (``batch_size`` decode tokens, ``isl`` prompt tokens), computed at the table's own points and
-interpolated as :mod:`.tables` interpolates attention: bilinear in (batch, ``step``), linear in
-``isl`` (quadratic beyond the last), a chunk after cached tokens ``max(A(c), A(kv + c) - A(kv))``.
+interpolated as :mod:`.tables` interpolates attention: bilinear in (batch, ``step``); a prefill
+chunk after cached tokens is ``max(M(c), M(kv + c) - M(kv))`` of the module M (linear in ``isl``;
+beyond the last row its per-token part proportional, the rest quadratic), less those ops at the
+chunk's tokens. The simulator's projections are vLLM's MLA GEMMs (:meth:`MLAAttention.projections`).
 
 Rows read (per GPU, at the per-GPU heads ``num_heads / tp``, the KV dtype, the GEMM dtype of the
 checkpoint: ``fp8_block`` for fp8 DeepSeek, ``bfloat16`` otherwise; ``mla_dtype`` bfloat16):
@@ -142,6 +144,20 @@ class MLAAttention:
         """``kernel_sources`` for ``phase`` (``decode`` / ``prefill``) when covered, else None."""
         return self.rows.label() if self.rows is not None else None
 
+    def projections(self):
+        """vLLM's MLA projection GEMMs per GPU as (k, n) (``deepseek_v2.py``; as AIConfigurator's granular
+        graph): ``attn_pre_proj`` the replicated down-projection (fused q_a + kv_a: hidden -> q_lora + kv_lora
+        + rope; without q_lora, q_proj and kv_a) and q_b (q_lora -> heads x qk head size); ``attn_post_proj``
+        o_proj (heads x v_head_dim -> hidden). kv_b (prefill) and the absorbed BMMs (decode) stay inside the
+        attention op (the module less these)."""
+        s, heads = self.spec, self.spec.num_heads // self.tp
+        h, latent = s.hidden_size, s.kv_lora_rank + s.qk_rope_head_dim
+        if s.q_lora_rank:
+            pre = [(h, s.q_lora_rank + latent), (s.q_lora_rank, heads * s.head_dim)]
+        else:
+            pre = [(h, heads * s.head_dim + latent)]
+        return {"attn_pre_proj": pre, "attn_post_proj": [(heads * s.v_head_dim, h)]}
+
     def warnings(self):
         return [f"{self.why}; MLA attention is priced on the builder's roofline"] if self.rows is None else []
 
@@ -154,23 +170,31 @@ class MLAAttention:
             bs, steps, z = self.rows.gen
             self._grids["decode"] = (bs, steps, np.maximum(z - self._module_ops(bs)[:, None], 0.0))
             isl, lat = self.rows.ctx
-            self._grids["prefill"] = (isl, np.maximum(lat - self._module_ops(isl), 0.0))
+            ops = self._module_ops(isl)
+            self._grids["prefill"] = (isl, lat - ops, ops)
         return self._grids
 
     def decode_ms(self, bs, kv):
         """Attention (ms) of ``bs`` one-token requests over ``kv`` cached tokens: the module less its per-token ops."""
         return TD.grid2(bs, kv, *self._attention_grids()["decode"])
 
-    def prefill_ms(self, chunk, kv):
-        """Attention (ms) of one ``chunk``-token piece after ``kv`` cached tokens."""
-        isl, a = self._attention_grids()["prefill"]
+    def prefill_block_ms(self, chunk, kv):
+        """The module (ms) for one ``chunk``-token piece after ``kv`` cached tokens: ``max(M(c), M(kv + c) - M(kv))``
+        of the full-prompt rows, whose per-token part extrapolates proportionally beyond the last row and the
+        rest quadratically (causal attention)."""
+        isl, rest, ops = self._attention_grids()["prefill"]
 
         def full(length):
             length = np.asarray(length, dtype=float)
-            return np.where(length > 0, TD.interp1(length, isl, a, power=2.0), 0.0)
+            m = TD.interp1(length, isl, rest, power=2.0) + TD.interp1(length, isl, ops)
+            return np.where(length > 0, m, 0.0)
 
         c, kv = np.asarray(chunk, dtype=float), np.asarray(kv, dtype=float)
         return np.maximum(full(c), full(kv + c) - full(kv))
+
+    def prefill_ms(self, chunk, kv):
+        """Attention (ms) of one ``chunk``-token piece after ``kv`` cached tokens: the module less its per-token ops."""
+        return np.maximum(self.prefill_block_ms(chunk, kv) - self._module_ops(np.asarray(chunk, dtype=float)), 0.0)
 
     def op_times(self, out: dict, bs, kv, chunk) -> dict:
         """``out`` (the roofline's attention ops) with ``attn_decode`` / ``attn_prefill`` from the rows."""

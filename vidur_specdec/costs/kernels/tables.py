@@ -276,12 +276,14 @@ class TableKernels(RooflineKernels):
         out = super().mlp_op_times(spec, tp, num_tokens)  # elementwise ops: the roofline
         h, hd, qh, kvh, ffn = shard(spec, tp)
         dtype = "fp8" if getattr(spec, "quantization", "") == "fp8" else "bf16"
-        shapes = {"attn_pre_proj": (h, (qh + 2 * kvh) * hd), "attn_post_proj": (qh * hd, h),
-                  "mlp_up_proj": (h, 2 * ffn), "mlp_down_proj": (ffn, h)}
+        shapes = {"mlp_up_proj": [(h, 2 * ffn)], "mlp_down_proj": [(ffn, h)],
+                  **self._attention(spec, tp).projections()}
         t = np.asarray(num_tokens, dtype=float)
         for op in GEMM_OPS:
-            k, n = shapes[op]
-            out[op] = self.gemm_ms(t, k, n, dtype)
+            first, *rest = shapes[op]
+            out[op] = self.gemm_ms(t, *first, dtype)
+            for k, n in rest:
+                out[op] = out[op] + self.gemm_ms(t, k, n, dtype)
         return out
 
     def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
@@ -296,7 +298,13 @@ class MHAAttention:
     hold the layer's per-GPU shape; the roofline's figures otherwise."""
 
     def __init__(self, kernels: TableKernels, spec, tp: int) -> None:
-        self.kernels, self.shape = kernels, kernels._attention_shape(spec, tp)
+        self.kernels, self.shape, self.hidden = kernels, kernels._attention_shape(spec, tp), spec.hidden_size
+
+    def projections(self):
+        """``attn_pre_proj`` (fused QKV) and ``attn_post_proj`` (o_proj) as (k, n) GEMMs per GPU."""
+        qh, kvh, hd, _ = self.shape
+        h = self.hidden
+        return {"attn_pre_proj": [(h, (qh + 2 * kvh) * hd)], "attn_post_proj": [(qh * hd, h)]}
 
     def label(self, phase: str):
         table = "generation_attention_perf" if phase == "decode" else "context_attention_perf"
@@ -315,7 +323,8 @@ class MHAAttention:
         return out
 
 
-#: attention kind -> its table reader (``reader(kernels, spec, tp)``: ``label``, ``warnings``, ``op_times``)
+#: attention kind -> its table reader (``reader(kernels, spec, tp)``: ``label``, ``warnings``, ``projections``,
+#: ``op_times``)
 ATTENTION_READERS = {"mha": MHAAttention, "mla": MLA.MLAAttention}
 
 
