@@ -1,6 +1,6 @@
 """The analytical builder's error against vLLM's measured kernel tables, per op family and GPU (docs/profiles.md).
 
-Usage: python scripts/kernel_error.py [--write]
+Usage: python scripts/kernel_error.py [--write] | --mla-verify
 For every GPU the tables cover (vidur_specdec.costs.kernels.tables.SYSTEMS) the builder's own
 functions (the ``built`` kernel source) are called at the tables' measured points and divided by
 the measured latency. Families and the rows taken (bf16, window 0, vLLM's kernel on that GPU):
@@ -14,6 +14,8 @@ the measured latency. Families and the rows taken (bf16, window 0, vLLM's kernel
   block (``attn_pre_proj`` + ``attn_rope`` + ``attn_post_proj`` + the attention op) against vLLM's MLA
   module rows, with the kernel the ``tables`` source reads on that GPU (``costs/kernels/mla_table.py``);
   decode batch 1-128, 1k-16k cached tokens; prefill batch 1, 128-16k tokens. ``–``: no such rows.
+
+``--mla-verify`` prints docs/model.md's bound on a verify block's MLA under-price instead.
 
 Each cell: median builder / measured (min-max). Prints the markdown table; ``--write`` puts it
 between the ``kernel-error`` markers of docs/profiles.md (tests/test_kernel_error_doc.py fails while
@@ -133,7 +135,25 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def mla_verify_bound() -> str:
+    """docs/model.md's bound on a k = 1 verify block's MLA under-price: the module at twice the per-GPU heads
+    (TP 8: 32 against 16) over the module at 16, batch 1-128, 1k-16k cached tokens, per GPU."""
+    ds, out = get_model(MLA.TABLE_MODEL), []
+    for name in ("h200", "b200"):
+        rows = MLA.try_table(SYSTEMS[name], name, ds, 8)[0]
+        two = MLA.table(rows.system, name, 32, rows.kv_dtype, rows.gemm_type)
+        a, b = (r.measured("mla_generation_module_perf") for r in (rows, two))
+        a, b = (x[(x.kernel_source == rows.decode_kernel) & (x.batch_size <= 128) & (x.step >= 1024)
+                  & (x.step <= 16384)].set_index(["batch_size", "step"]).latency for x in (a, b))
+        r = (b / a).dropna().to_numpy()
+        out.append(f"{name}: +{np.median(r) - 1:.0%} ({r.min() - 1:.0%}–{r.max() - 1:.0%})")
+    return "MLA verify bound (k = 1, TP 8): " + "; ".join(out)
+
+
 def main() -> int:
+    if "--mla-verify" in sys.argv[1:]:
+        print(mla_verify_bound())
+        return 0
     return docblock.main(DOC, table())
 
 
