@@ -41,8 +41,14 @@ from vidur_specdec.costs import verify_cost
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.costs.profiles.params import DTYPE_BYTES
 from vidur_specdec.speculation.proposers.base import Proposer, _target_spec, guesses_of, register
-from vidur_specdec.speculation.proposers.eagle import gemm_ms
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads
+
+def gemm_ms(kernels, rows: int, k: int, n: int) -> float:
+    """A ``[rows × k] × [k × n]`` bf16 GEMM (ms) on one GPU through ``kernels``' per-shape cache (as
+    :func:`vidur_specdec.speculation.proposers.eagle.gemm_ms`; not imported from there, so that the
+    registry's order stays the modules' alphabetical order)."""
+    return lm_head_ms(kernels, k, n, 1, rows)
+
 
 #: the per-layer ops of ``mlp_op_times`` one draft decoder layer runs (the embedding is counted once)
 LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 from vidur_specdec.costs.profiles.params import DTYPE_BYTES
 from vidur_specdec.speculation.proposers.base import register
-from vidur_specdec.speculation.proposers.dflash import DFlashProposer
-from vidur_specdec.speculation.proposers.eagle import gemm_ms
+from vidur_specdec.speculation.proposers.dflash import DFlashProposer, gemm_ms
 
 
 @register("dspark")

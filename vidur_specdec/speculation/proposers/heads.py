@@ -160,16 +160,18 @@ KNOWN_HEADS = {
                  targets=("Qwen/Qwen3-235B-A22B",), head_dim_override=128,
                  trained_for="Qwen/Qwen3-235B-A22B"),
         # DFlash (Chen et al. 2026, arXiv 2602.06036) block drafter for Llama-3.1-8B-Instruct: 5 Qwen3-style
-        # layers at the target's width fed 5 target layers' hidden states (target_layer_ids [1, 8, 15, 22, 29],
-        # the Llama DFlash test of vllm-project/tpu-inference; sglang's build_target_layer_ids takes one layer
-        # per draft layer); its model card's vLLM command serves it with num_speculative_tokens 9, i.e. a
-        # 10-position block (1 + k queries); the target's LM head and embedding (no own lm_head).
+        # layers at the target's width fed 5 target layers' hidden states (num_hidden_layers 5, target_layer_ids
+        # [1, 8, 15, 22, 29]: the Llama DFlash test of a tpu-inference fork, aaronzhfeng/tpu-inference
+        # tests/models/jax/test_llama_dflash.py @ d2582384); its model card's vLLM command serves it with
+        # num_speculative_tokens 9, i.e. a 10-position block (1 + k queries); the target's LM head and
+        # embedding (no own lm_head). intermediate_size is taken as the target's 14336 (not read: see docs).
         HeadSpec("z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "dflash", 4096, 32, 8, 14336, 5, 128256,
                  targets=_L31_8B, trained_for="meta-llama/Llama-3.1-8B-Instruct", aux_layers=5, block_size=10),
-        # DSpark (DeepSeek DeepSpec) for Qwen3-8B, the checkpoint vLLM's config comments name
-        # (vllm/config/speculative.py, "deepseek-ai/dspark_qwen3_8b_block7"): 5 draft layers at the target's
-        # shape (Qwen3-8B: 4096 wide, 32 / 8 heads of 128, ffn 12288), block 7, Markov rank 256 (DeepSpec's
-        # Qwen3 DSpark training config: block_size 7, num_draft_layers 5, markov_rank 256).
+        # DSpark for Qwen3-8B, released with DeepSpec (deepseek-ai/DeepSpec README.md @ 00eec8db, "Released
+        # Checkpoints"; vLLM's config comments name it too): the draft config is a copy of the target's
+        # (deepspec/modeling/dspark/qwen3/config.py @ 041b6523: Qwen3-8B's 4096 width, 32 / 8 heads of 128,
+        # ffn 12288, vocabulary) with 5 layers, block 7, Markov rank 256 and target layers [1, 9, 17, 25, 33]
+        # (the Qwen3 DSpark training config, config/dspark/dspark_qwen3_4b_online.py @ 8c483c78).
         HeadSpec("deepseek-ai/dspark_qwen3_8b_block7", "dspark", 4096, 32, 8, 12288, 5, 151936,
                  targets=("Qwen/Qwen3-8B",), head_dim_override=128, trained_for="Qwen/Qwen3-8B",
                  aux_layers=5, block_size=7, markov_rank=256),
