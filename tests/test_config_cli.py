@@ -18,7 +18,7 @@ BAD = [
     ({"speculative": {"acceptance_rate": -0.1}}, "speculative.acceptance_rate", "[0, 1]"),
     ({"speculative": {"num_speculative_tokens": -1}}, "speculative.num_speculative_tokens", "[0, 64]"),
     ({"speculative": {"num_speculative_tokens": 2.5}}, "speculative.num_speculative_tokens", "integer"),
-    ({"speculative": {"method": "lookahead"}}, "speculative.method", "none, draft_model, eagle, eagle3, fixed, medusa, mtp, ngram"),
+    ({"speculative": {"method": "lookahead"}}, "speculative.method", "none, dflash, draft_model, dspark, eagle, eagle3, fixed, medusa, mtp, ngram"),
     ({"speculative": {"verify_attention": "x"}}, "speculative.verify_attention", "shared_kv"),
     ({"speculative": {"acceptance_per_position": [0.5]}}, "speculative.acceptance_per_position", "k = 4"),
     ({"speculative": {"acceptance_per_position": [0.5, 2, 0.1, 0.1]}}, "speculative.acceptance_per_position[1]", "[0, 1]"),

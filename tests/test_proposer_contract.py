@@ -18,6 +18,9 @@ from vidur_specdec.speculation.proposers.base import ProposerContext
 
 LLAMA7 = "meta-llama/Llama-2-7b-hf"
 HEAD3 = "configs/heads/eagle3-llama2-7b.yaml"
+#: heads for methods with no published head for the Llama-2-7B target (hypothetical, at its shape)
+YAML_HEADS = {"eagle3": HEAD3, "dflash": "configs/heads/dflash-llama2-7b.yaml",
+              "dspark": "configs/heads/dspark-llama2-7b.yaml"}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +32,8 @@ def _proposer(method, target):
     from conftest import REPO
 
     sets = [f"speculative.method={method}", "speculative.num_speculative_tokens=5"]
-    if method == "eagle3":
-        sets.append(f"speculative.model={REPO / HEAD3}")
+    if method in YAML_HEADS:
+        sets.append(f"speculative.model={REPO / YAML_HEADS[method]}")
     cfg = load({}, sets)
     dep = deployment.resolve(cfg)  # the engine resolves the deployment and fits a drafter once, then builds
     draft_time = (deployment.time_models(cfg, dep, deployment.longest_request_tokens(cfg))[1]

@@ -40,8 +40,8 @@ CHECKED = "*"  # in ``shared``: a config built and checked before (a RunConfig, 
 METHOD = "speculative.method"
 ARRIVAL = "workload.arrival"
 GENERATED = ("poisson", "static", "closed")  # arrivals whose requests the simulator draws (not trace)
-HEADS = ("eagle", "eagle3", "mtp", "medusa")  # proposers named by speculative.model
-DRAFTERS = ("draft_model", "eagle", "eagle3", "mtp")  # GPU drafters priced pass by pass (head_cost.PassOverheads)
+HEADS = ("eagle", "eagle3", "mtp", "medusa", "dflash", "dspark")  # proposers named by speculative.model
+DRAFTERS = ("draft_model", "eagle", "eagle3", "mtp", "dflash", "dspark")  # GPU drafters priced pass by pass (head_cost.PassOverheads)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def _dist_rows(name: str) -> Tuple[Use, ...]:
 
 USES: Tuple[Use, ...] = (
     # --- speculative: per proposer (the proposer registry, vidur_specdec/speculation/proposers/) ---
-    Use("speculative.model", METHOD, HEADS, "the EAGLE-family, MTP or Medusa head"),
+    Use("speculative.model", METHOD, HEADS, "the EAGLE-family, MTP, Medusa or block-drafter head"),
     Use("speculative.draft_vocab_size", METHOD, ("eagle3",), "EAGLE-3's own LM-head vocabulary"),
     Use("speculative.speculative_token_tree", METHOD, ("eagle", "eagle3", "mtp"), "a token tree of head guesses"),
     Use("speculative.ngram_cost_ms", METHOD, ("ngram",), "the CPU n-gram lookup per step"),

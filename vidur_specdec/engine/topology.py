@@ -36,7 +36,7 @@ from vidur_specdec.engine.resolve import from_dict
 
 ROLES = ("prefill", "decode")
 #: vLLM 0.33 ``SpeculativeConfig.use_eagle()`` methods this simulator models: their config enters NIXL's hash
-HASHED_METHODS = ("eagle", "eagle3", "mtp")
+HASHED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
 #: methods whose drafter keeps its own KV cache (what ``disaggregation.draft_kv`` is about)
 DRAFT_KV_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
 

@@ -197,6 +197,10 @@ def _resolve_at_k(s) -> None:
     if s.speculative_token_tree is not None:
         raise ConfigError("speculative.acceptance_at_k: the across-k model is for chain drafts, not "
                           "speculative_token_tree; give the tree's own mean_acceptance_length")
+    if s.enabled and s.method not in across_k.FAMILY:
+        raise ConfigError(f"speculative.acceptance_at_k: no published acceptance curve of a {s.method} drafter at two "
+                          "or more k to fit its decay across positions; give speculative.acceptance_per_position "
+                          "(or a mean_acceptance_length measured at this k)")
     if s.mean_acceptance_length is None:
         raise ConfigError("speculative.acceptance_at_k: the k a mean_acceptance_length was measured at; give "
                           "speculative.mean_acceptance_length")

@@ -32,7 +32,10 @@ import numpy as np
 
 from vidur_specdec.speculation import library
 
-#: vLLM method -> the family whose decay it uses (suffix decoding proposes from matches, as n-gram does)
+#: vLLM method -> the family whose decay it uses (suffix decoding proposes from matches, as n-gram does).
+#: Block drafters (dflash, dspark) draft every position in one pass from the same context, so no autoregressive
+#: family's decay stands in for theirs, and no curve of theirs at two or more k is in the library: a run of one
+#: with ``speculative.acceptance_at_k`` is refused (:mod:`vidur_specdec.speculation.acceptance_source`).
 FAMILY = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "ngram": "ngram", "suffix": "ngram",
           "draft_model": "draft_model", "medusa": "medusa", "fixed": "draft_model"}
 FAMILIES = ("eagle", "eagle3", "mtp", "ngram", "draft_model", "medusa")

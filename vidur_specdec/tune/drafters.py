@@ -31,7 +31,7 @@ from vidur_specdec.tune.points import Setting
 # acceptance inputs a candidate's own per-position rates replace (the ones this build has)
 ACCEPTANCE_KEYS = ("acceptance_rate", "mean_acceptance_length", "acceptance_histogram", "acceptance_trace",
                    "acceptance_source", "acceptance_at_k")
-HEAD_METHODS = ("eagle", "eagle3", "draft_model", "medusa")  # methods whose speculative.model names the weights
+HEAD_METHODS = ("eagle", "eagle3", "draft_model", "medusa", "dflash", "dspark")  # methods whose speculative.model names the weights
 
 
 def candidates(cfg, k_max: int, dataset: Optional[str] = None) -> Tuple[str, List[Dict], List[Dict]]:

@@ -15,7 +15,12 @@ layers' features, 3×, only on the first pass); EAGLE-3's attention input is
 projection. EAGLE and MTP share the target's LM head (full vocabulary);
 EAGLE-3 has its own over ``draft_vocab_size`` tokens. A Medusa head is
 ``num_heads`` parallel residual blocks (hidden → hidden) each with its own LM
-head over the full vocabulary.
+head over the full vocabulary. A block drafter (DFlash, DSpark) is
+``num_layers`` decoder layers of its own shape fed, through ``fc``
+(``aux_layers × hidden → hidden``), the hidden states of ``aux_layers`` target
+layers; it proposes up to ``block_size`` positions in one pass (DSpark adds a
+rank-``markov_rank`` sequential head) and, like EAGLE-3, may have its own LM
+head over ``draft_vocab_size`` tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Optional, Tuple
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs.profiles.params import DTYPE_BYTES
 from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
+
+BLOCK_METHODS = ("dflash", "dspark")  # block drafters: their layers are priced at their own shape
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,14 @@ class HeadSpec:
     head_dim_override: int = 0  # attention head width when not hidden / heads (gpt-oss 64, Qwen3 128)
     moe: bool = False  # MTP of an MoE target: the module's decoder layer is an MoE layer with its own experts
     trained_for: str = ""  # the target whose hidden states it was trained on (its model card); "" unknown
+    aux_layers: int = 0  # block drafters: target layers whose hidden states feed fc (len(target_layer_ids))
+    block_size: int = 0  # block drafters: positions one drafter pass was trained to fill (config.json block_size)
+    markov_rank: int = 0  # DSpark: rank of its sequential Markov head (config.json markov_rank)
+
+    @property
+    def is_block(self) -> bool:
+        """A block drafter (DFlash, DSpark): one pass proposes the whole block."""
+        return self.method in BLOCK_METHODS
 
     @property
     def head_dim(self) -> int:
@@ -55,6 +70,8 @@ class HeadSpec:
 
     @property
     def fc_in_factor(self) -> int:
+        if self.is_block:
+            return self.aux_layers
         return 3 if self.method == "eagle3" else 2
 
     @property
@@ -66,6 +83,8 @@ class HeadSpec:
         """Vocabulary of the LM head a pass runs (EAGLE-3: the reduced draft vocabulary)."""
         if self.method == "eagle3":
             return self.draft_vocab_size or 32000
+        if self.is_block and self.draft_vocab_size:
+            return self.draft_vocab_size
         return self.vocab_size
 
     def layer_params(self, tp: int = 1) -> int:
@@ -81,8 +100,10 @@ class HeadSpec:
             per_head = self.num_layers * h * h + self.vocab_size * h // tp
             return DTYPE_BYTES * self.medusa_heads * per_head, 0
         params = self.num_layers * self.layer_params(tp) + self.fc_in_factor * h * h  # fc replicated
-        if self.method == "eagle3":
-            params += self.output_vocab * h // tp
+        if self.method == "eagle3" or (self.is_block and self.output_vocab != self.vocab_size):
+            params += self.output_vocab * h // tp  # its own LM head (a full-vocabulary one is the target's)
+        if self.markov_rank:  # DSpark's Markov head: w1 (vocab x r) and w2 (r x draft vocab), replicated
+            params += self.markov_rank * (self.vocab_size + self.output_vocab)
         kv = 2 * DTYPE_BYTES * self.head_dim * -(-self.num_kv_heads // tp) * self.num_layers
         return DTYPE_BYTES * params, kv
 
@@ -138,6 +159,22 @@ KNOWN_HEADS = {
         HeadSpec("lmsys/Qwen3-235B-A22B-EAGLE3", "eagle3", 4096, 64, 4, 24576, 1, 151936, 32000,
                  targets=("Qwen/Qwen3-235B-A22B",), head_dim_override=128,
                  trained_for="Qwen/Qwen3-235B-A22B"),
+        # DFlash (Chen et al. 2026, arXiv 2602.06036) block drafter for Llama-3.1-8B-Instruct: 5 Qwen3-style
+        # layers at the target's width fed 5 target layers' hidden states (num_hidden_layers 5, target_layer_ids
+        # [1, 8, 15, 22, 29]: the Llama DFlash test of a tpu-inference fork, aaronzhfeng/tpu-inference
+        # tests/models/jax/test_llama_dflash.py @ d2582384); its model card's vLLM command serves it with
+        # num_speculative_tokens 9, i.e. a 10-position block (1 + k queries); the target's LM head and
+        # embedding (no own lm_head). intermediate_size is taken as the target's 14336 (not read: see docs).
+        HeadSpec("z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat", "dflash", 4096, 32, 8, 14336, 5, 128256,
+                 targets=_L31_8B, trained_for="meta-llama/Llama-3.1-8B-Instruct", aux_layers=5, block_size=10),
+        # DSpark for Qwen3-8B, released with DeepSpec (deepseek-ai/DeepSpec README.md @ 00eec8db, "Released
+        # Checkpoints"; vLLM's config comments name it too): the draft config is a copy of the target's
+        # (deepspec/modeling/dspark/qwen3/config.py @ 041b6523: Qwen3-8B's 4096 width, 32 / 8 heads of 128,
+        # ffn 12288, vocabulary) with 5 layers, block 7, Markov rank 256 and target layers [1, 9, 17, 25, 33]
+        # (the Qwen3 DSpark training config, config/dspark/dspark_qwen3_4b_online.py @ 8c483c78).
+        HeadSpec("deepseek-ai/dspark_qwen3_8b_block7", "dspark", 4096, 32, 8, 12288, 5, 151936,
+                 targets=("Qwen/Qwen3-8B",), head_dim_override=128, trained_for="Qwen/Qwen3-8B",
+                 aux_layers=5, block_size=7, markov_rank=256),
         # Medusa-1 heads (Cai et al. 2024) for Vicuna-7B (Llama-2-7B shape): 5 heads, one residual block each
         HeadSpec("FasterDecoding/medusa-vicuna-7b-v1.3", "medusa", 4096, num_layers=1, vocab_size=32000,
                  medusa_heads=5, targets=_L2_7B,
@@ -146,7 +183,7 @@ KNOWN_HEADS = {
 }
 
 
-HEAD_METHODS = ("eagle", "eagle3", "mtp", "medusa")  # the methods a HeadSpec describes
+HEAD_METHODS = ("eagle", "eagle3", "mtp", "medusa", "dflash", "dspark")  # the methods a HeadSpec describes
 
 
 def head_from_mapping(d, where: str) -> HeadSpec:
@@ -166,10 +203,16 @@ def head_from_mapping(d, where: str) -> HeadSpec:
     d.setdefault("name", where)
     d["targets"] = tuple(d.get("targets") or ())
     for k in ("hidden_size", "num_heads", "num_kv_heads", "ffn_size", "num_layers", "vocab_size",
-              "draft_vocab_size", "medusa_heads"):
+              "draft_vocab_size", "medusa_heads", "aux_layers", "block_size", "markov_rank", "head_dim_override"):
         v = d.get(k)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
             raise ConfigError(f"{where}: {k} must be a non-negative integer, got {v!r}")
+    if d["method"] in BLOCK_METHODS:
+        for key in ("num_heads", "num_kv_heads", "ffn_size", "aux_layers", "block_size"):
+            if not d.get(key):
+                raise ConfigError(f"{where}: a {d['method']} head needs {key} (a positive integer from its config.json)")
+        if d["method"] == "dspark" and not d.get("markov_rank"):
+            raise ConfigError(f"{where}: a dspark head needs markov_rank (a positive integer from its config.json)")
     return HeadSpec(**d)
 
 
@@ -218,7 +261,7 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         raise ConfigError(f"{key}: {head.name} has hidden {head.hidden_size} / vocab {head.vocab_size}; "
                           f"the target {target.name} has {target.hidden_size} / {target.vocab_size}")
     own_mlp = target.is_moe and not head.moe  # a dense head on an MoE target: its MLP priced at its own width
-    if method != "medusa" and ((head.num_heads, head.num_kv_heads, head.head_dim) != (
+    if method not in ("medusa",) + BLOCK_METHODS and ((head.num_heads, head.num_kv_heads, head.head_dim) != (
             target.num_heads, target.num_kv_heads, target.head_dim) or (not own_mlp and head.ffn_size != target.ffn_size)):
         raise ConfigError(f"{key}: {head.name}'s layer (heads {head.num_heads}, kv heads {head.num_kv_heads}, "
                           f"ffn {head.ffn_size}) differs from {target.name}'s; it is priced by the target's profile")
