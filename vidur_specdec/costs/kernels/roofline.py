@@ -84,4 +84,7 @@ class RooflineKernels(KernelSource):
         return B.attention_op_times(spec, self.fields, tp, batch_size, kv_cache_size, prefill_chunk_size)
 
     def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
-        return {f: BUILT for f in OP_FAMILIES}
+        out = {f: BUILT for f in OP_FAMILIES}
+        if specs and getattr(specs[0], "linear_layers", 0):  # only a hybrid model's summary names this family
+            out["linear_attention"] = BUILT
+        return out
