@@ -1,4 +1,4 @@
-"""Hybrid linear-attention targets (Qwen3.5): weights, memory per request and step times (docs/model.md).
+"""Hybrid linear-attention targets (Qwen3.5) and Llama 4 Scout (chunked attention): weights, memory per request and step times (docs/model.md).
 
 Usage: python scripts/hybrid_models.py [--write]
 For each model (by its Hugging Face name, read from the config.json aiconfigurator-core ships) at its
@@ -32,8 +32,10 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "model.md"
 BEGIN, END = docblock.markers("hybrid-models")
 # (model, tensor_parallel_size, published total / active weights in billions: the figures in its name,
-# as the model cards state them: "397B in total and 17B activated", "122B ... 10B activated")
-MODELS = (("Qwen/Qwen3.5-397B-A17B", 8, 397, 17), ("Qwen/Qwen3.5-122B-A10B", 4, 122, 10))
+# as the model cards state them: "397B in total and 17B activated", "122B ... 10B activated"; Llama 4
+# Scout's card: "17B activated, 109B total")
+MODELS = (("Qwen/Qwen3.5-397B-A17B", 8, 397, 17), ("Qwen/Qwen3.5-122B-A10B", 4, 122, 10),
+          ("meta-llama/Llama-4-Scout-17B-16E-Instruct", 4, 109, 17))
 DEVICE = "h200"
 BATCHES = (1, 16, 64)
 KS = (1, 3, 5)

@@ -96,3 +96,18 @@ def test_qwen35_runs_by_name_with_its_mtp_module_and_holds_its_state():
     assert len(res.requests) == 12 and (res.steps["draft_ms"] > 0).any()
     assert res.summary["memory"]["state_reserve_bytes"] == 4 * resolve_model(Q122).state_bytes_per_request(4, 2)
     assert "gdn_perf" in res.summary["kernel_sources"]["linear_attention"]
+
+
+def test_llama4_scout_reads_chunked_and_global_layers_and_its_experts():
+    m = resolve_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert {(k.mixer, k.count) for k in LP.layer_plan(m)} == {("full_attention", 12), ("chunked_attention", 36)}
+    assert (m.num_experts, m.experts_per_token, m.shared_ffn_size, m.attention_chunk_size) == (16, 1, 8192, 8192)
+    c = moe.param_counts(m)
+    assert abs(c["total"] / 109e9 - 1) < 0.02 and abs(c["active"] / 17e9 - 1) < 0.02  # the model card
+    assert m.kv_bytes_per_token(1) == 48 * 2 * 2 * 128 * 8  # chunked KV charged as growing
+
+
+def test_an_architecture_that_cannot_be_priced_is_one_line_naming_it():
+    with pytest.raises(ModelError, match="Gemma4ForConditionalGeneration") as e:
+        resolve_model("google/gemma-4-26B-A4B")
+    assert "\n" not in str(e.value)

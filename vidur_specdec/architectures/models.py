@@ -64,6 +64,8 @@ class ModelSpec:
     linear_conv_kernel_dim: int = 0  # causal conv width K (tokens)
     attn_output_gate: bool = False  # full-attention layers gate their output (q_proj twice as wide)
     mamba_ssm_dtype: str = ""  # recurrent-state element: "" (model dtype, bf16) or float32
+    chunked_layers: int = 0  # layers of chunked local attention (Llama 4, architectures/llama4.py)
+    attention_chunk_size: int = 0  # tokens of one attention chunk
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -136,7 +138,8 @@ _MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense_lay
                "expert_bias", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
                "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers",
                "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-               "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype")
+               "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
+               "chunked_layers", "attention_chunk_size")
 
 
 def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
@@ -191,7 +194,8 @@ _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_si
                "max_model_len", "head_dim", "num_experts", "experts_per_token", "expert_ffn_size", "dense_layers",
                "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
                "sliding_window", "sliding_layers", "mtp_layers", "linear_layers", "linear_num_key_heads",
-               "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim")
+               "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+               "chunked_layers", "attention_chunk_size")
 _ZERO_OK = ("head_dim",) + _MOE_FIELDS
 
 
@@ -252,8 +256,10 @@ def _check_shape(spec: ModelSpec, where: str) -> None:
     if spec.experts_per_token > spec.num_experts:
         raise ModelError(f"{where}: experts_per_token {spec.experts_per_token} exceeds num_experts "
                          f"{spec.num_experts}")
-    if spec.dense_layers > spec.num_layers or spec.sliding_layers + spec.linear_layers > spec.num_layers:
-        raise ModelError(f"{where}: dense_layers, and sliding_layers + linear_layers, must not exceed num_layers "
+    if spec.dense_layers > spec.num_layers or \
+            spec.sliding_layers + spec.linear_layers + spec.chunked_layers > spec.num_layers:
+        raise ModelError(f"{where}: dense_layers, and sliding_layers + linear_layers + chunked_layers, must not "
+                         f"exceed num_layers "
                          f"{spec.num_layers}")
     gdn = (spec.linear_num_key_heads, spec.linear_num_value_heads, spec.linear_key_head_dim,
            spec.linear_value_head_dim, spec.linear_conv_kernel_dim)
@@ -289,17 +295,20 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
         raise ModelError(f"{where}: a config.json must hold a JSON object")
     archs = cfg.get("architectures") or []
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
-    from vidur_specdec.architectures import hybrid, moe
+    from vidur_specdec.architectures import hybrid, llama4, moe
 
     if hybrid.is_hybrid(cfg):
         return model_from_dict(hybrid.model_from_hybrid_hf_config(cfg, name, where), where)
+    if llama4.is_llama4(cfg):
+        return model_from_dict(llama4.model_from_llama4_hf_config(cfg, name, where), where)
     if isinstance(archs, list) and any(a in moe.MOE_ARCHITECTURES for a in archs):
         return model_from_dict(moe.model_from_moe_hf_config(cfg, name, where), where)
     moe.refuse_expert_fields(cfg, where)  # experts are never simulated as a dense MLP
     if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
         got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
-        raise ModelError(f"{where}: only Llama-architecture models and the MoE architectures "
-                         f"{', '.join(moe.MOE_ARCHITECTURES)} are supported, got {got}")
+        raise ModelError(f"{where}: only Llama-architecture models and the architectures "
+                         f"{', '.join(moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES + llama4.LLAMA4_ARCHITECTURES)}"
+                         f" are supported, got {got}")
     d = {"name": str(cfg.get("_name_or_path") or name)}
     for field_name, key in _HF_KEYS.items():
         if cfg.get(key) is None:
@@ -372,14 +381,14 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
 
 
 def _shipped_config(name: str) -> Optional[Mapping]:
-    """The ``config.json`` aiconfigurator-core ships for ``name`` when its architecture is a hybrid one
-    (:mod:`vidur_specdec.architectures.hybrid`); None otherwise (the name is then a path or unknown)."""
+    """The ``config.json`` aiconfigurator-core ships for Hugging Face model ``name`` (its ``model_configs/``), or
+    None (the name is then a path or unknown); an architecture that cannot be priced is refused by
+    :func:`model_from_hf_config` in one line naming it."""
     if name.endswith((".json", ".yaml", ".yml")):
         return None
     from vidur_specdec.architectures import hybrid  # lazy: start-up
 
-    cfg = hybrid.load_aic_config(name)
-    return cfg if cfg is not None and hybrid.is_hybrid(cfg) else None
+    return hybrid.load_aic_config(name)
 
 
 def get_model(name: str) -> ModelSpec:
