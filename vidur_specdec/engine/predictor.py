@@ -284,8 +284,15 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         cached = getattr(batch, "_specdec_gdn", None)
         if cached is None:
             comp = StepComposition.of(batch)
-            cached = self._kernels.linear_attention_ms(self._hybrid, self._tp, comp.decode_q,
-                                                       [c for _, c in comp.prefill])
+            chunks = [c for _, c in comp.prefill]
+            # the cost depends on the decoding requests, their summed tokens and the prefill tokens only
+            key = (len(comp.decode_q), sum(comp.decode_q), len(chunks), sum(chunks))
+            memo = self.__dict__.setdefault("_gdn_memo", {})
+            cached = memo.get(key)
+            if cached is None:
+                if len(memo) >= 65536:
+                    memo.clear()
+                cached = memo[key] = self._kernels.linear_attention_ms(self._hybrid, self._tp, comp.decode_q, chunks)
             batch._specdec_gdn = cached
         return cached
 
