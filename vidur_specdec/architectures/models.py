@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Union
 
+from vidur_specdec.architectures import layer_plan
 from vidur_specdec.architectures.errors import ModelError
 from vidur_specdec.config import ConfigError  # noqa: F401 (ModelError's base, imported from here by callers)
 from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
@@ -54,6 +55,17 @@ class ModelSpec:
     quantization: str = ""  # weight format: "" (bf16), "fp8" (every linear layer, W8A8), "mxfp4" (routed experts)
     kv_cache_dtype: str = ""  # KV-cache element: "" (bf16, 2 bytes) or "fp8" (e4m3, 1 byte)
     mtp_layers: int = 0  # multi-token-prediction modules shipped with the checkpoint (num_nextn_predict_layers)
+    # Hybrid linear attention (Qwen3.5's gated delta net, architectures/hybrid.py); 0: none
+    linear_layers: int = 0  # decoder layers whose token mixer is a gated delta net (layer_types linear_attention)
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0  # causal conv width K (tokens)
+    attn_output_gate: bool = False  # full-attention layers gate their output (q_proj twice as wide)
+    mamba_ssm_dtype: str = ""  # recurrent-state element: "" (model dtype, bf16) or float32
+    chunked_layers: int = 0  # layers of chunked local attention (Llama 4, architectures/llama4.py)
+    attention_chunk_size: int = 0  # tokens of one attention chunk
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -107,10 +119,11 @@ class ModelSpec:
         """
         if dtype_bytes is None:
             dtype_bytes = self.kv_dtype_bytes
-        if self.kv_lora_rank:
-            return dtype_bytes * (self.kv_lora_rank + self.qk_rope_head_dim) * self.num_layers
-        kv_heads = -(-self.num_kv_heads // tp)
-        return 2 * dtype_bytes * self.head_dim * kv_heads * (self.num_layers - self.sliding_layers)
+        return layer_plan.kv_bytes_per_token(self, tp, dtype_bytes)
+
+    def state_bytes_per_request(self, tp: int = 1, num_spec: int = 0) -> int:
+        """Fixed per-request state on one GPU (linear-attention layers; 0 for attention-only models), bytes."""
+        return layer_plan.state_bytes_per_request(self, tp, num_spec)
 
     def to_dict(self) -> Dict:
         """The fields as a dict; fields at their dense default are left out (a dense model's dict is unchanged)."""
@@ -123,7 +136,10 @@ class ModelSpec:
 
 _MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense_layers", "shared_ffn_size",
                "expert_bias", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
-               "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers")
+               "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers",
+               "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+               "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
+               "chunked_layers", "attention_chunk_size")
 
 
 def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
@@ -177,7 +193,9 @@ KNOWN_MODELS: Dict[str, ModelSpec] = {
 _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_size", "vocab_size",
                "max_model_len", "head_dim", "num_experts", "experts_per_token", "expert_ffn_size", "dense_layers",
                "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
-               "sliding_window", "sliding_layers", "mtp_layers")
+               "sliding_window", "sliding_layers", "mtp_layers", "linear_layers", "linear_num_key_heads",
+               "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+               "chunked_layers", "attention_chunk_size")
 _ZERO_OK = ("head_dim",) + _MOE_FIELDS
 
 
@@ -210,10 +228,14 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
         if not isinstance(d["tie_word_embeddings"], bool):
             raise ModelError(f"{where}: tie_word_embeddings must be true/false, got {d['tie_word_embeddings']!r}")
         out["tie_word_embeddings"] = d["tie_word_embeddings"]
-    if "expert_bias" in d:
-        if not isinstance(d["expert_bias"], bool):
-            raise ModelError(f"{where}: expert_bias must be true/false, got {d['expert_bias']!r}")
-        out["expert_bias"] = d["expert_bias"]
+    for flag in ("expert_bias", "attn_output_gate"):
+        if flag in d:
+            if not isinstance(d[flag], bool):
+                raise ModelError(f"{where}: {flag} must be true/false, got {d[flag]!r}")
+            out[flag] = d[flag]
+    if d.get("mamba_ssm_dtype") not in (None, "", "bfloat16", "float16", "float32"):
+        raise ModelError(f"{where}: mamba_ssm_dtype must be float32, bfloat16 or float16, got {d['mamba_ssm_dtype']!r}")
+    out["mamba_ssm_dtype"] = d.get("mamba_ssm_dtype") or ""
     if d.get("quantization") not in (None, "", "fp8", "mxfp4"):
         raise ModelError(f"{where}: quantization must be fp8 or mxfp4 (the checkpoint's format), "
                          f"got {d['quantization']!r}")
@@ -234,8 +256,16 @@ def _check_shape(spec: ModelSpec, where: str) -> None:
     if spec.experts_per_token > spec.num_experts:
         raise ModelError(f"{where}: experts_per_token {spec.experts_per_token} exceeds num_experts "
                          f"{spec.num_experts}")
-    if spec.dense_layers > spec.num_layers or spec.sliding_layers > spec.num_layers:
-        raise ModelError(f"{where}: dense_layers and sliding_layers must not exceed num_layers {spec.num_layers}")
+    if spec.dense_layers > spec.num_layers or \
+            spec.sliding_layers + spec.linear_layers + spec.chunked_layers > spec.num_layers:
+        raise ModelError(f"{where}: dense_layers, and sliding_layers + linear_layers + chunked_layers, must not "
+                         f"exceed num_layers "
+                         f"{spec.num_layers}")
+    gdn = (spec.linear_num_key_heads, spec.linear_num_value_heads, spec.linear_key_head_dim,
+           spec.linear_value_head_dim, spec.linear_conv_kernel_dim)
+    if spec.linear_layers and not all(gdn):
+        raise ModelError(f"{where}: linear_layers needs linear_num_key_heads, linear_num_value_heads, "
+                         "linear_key_head_dim, linear_value_head_dim and linear_conv_kernel_dim")
     if spec.num_heads % spec.num_kv_heads:
         raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
     if spec.hidden_size % spec.num_heads:
@@ -265,15 +295,20 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
         raise ModelError(f"{where}: a config.json must hold a JSON object")
     archs = cfg.get("architectures") or []
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
-    from vidur_specdec.architectures import moe
+    from vidur_specdec.architectures import hybrid, llama4, moe
 
+    if hybrid.is_hybrid(cfg):
+        return model_from_dict(hybrid.model_from_hybrid_hf_config(cfg, name, where), where)
+    if llama4.is_llama4(cfg):
+        return model_from_dict(llama4.model_from_llama4_hf_config(cfg, name, where), where)
     if isinstance(archs, list) and any(a in moe.MOE_ARCHITECTURES for a in archs):
         return model_from_dict(moe.model_from_moe_hf_config(cfg, name, where), where)
     moe.refuse_expert_fields(cfg, where)  # experts are never simulated as a dense MLP
     if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
         got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
-        raise ModelError(f"{where}: only Llama-architecture models and the MoE architectures "
-                         f"{', '.join(moe.MOE_ARCHITECTURES)} are supported, got {got}")
+        raise ModelError(f"{where}: only Llama-architecture models and the architectures "
+                         f"{', '.join(moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES + llama4.LLAMA4_ARCHITECTURES)}"
+                         f" are supported, got {got}")
     d = {"name": str(cfg.get("_name_or_path") or name)}
     for field_name, key in _HF_KEYS.items():
         if cfg.get(key) is None:
@@ -318,6 +353,9 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     name = str(value)
     if name in KNOWN_MODELS:
         return KNOWN_MODELS[name]
+    shipped = _shipped_config(name)
+    if shipped is not None:
+        return model_from_hf_config(shipped, name, f"{key}: {name}")
     path = Path(name).expanduser()
     if not (name.endswith((".json", ".yaml", ".yml")) or _is_file(path)):
         raise ModelError(f"{key}: unknown model {name!r}; must be one of {', '.join(KNOWN_MODELS)}, "
@@ -340,6 +378,17 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
         return model_from_hf_config(data, path.stem, where)
     return model_from_dict(data or {}, where)
+
+
+def _shipped_config(name: str) -> Optional[Mapping]:
+    """The ``config.json`` aiconfigurator-core ships for Hugging Face model ``name`` (its ``model_configs/``), or
+    None (the name is then a path or unknown); an architecture that cannot be priced is refused by
+    :func:`model_from_hf_config` in one line naming it."""
+    if name.endswith((".json", ".yaml", ".yml")):
+        return None
+    from vidur_specdec.architectures import hybrid  # lazy: start-up
+
+    return hybrid.load_aic_config(name)
 
 
 def get_model(name: str) -> ModelSpec:

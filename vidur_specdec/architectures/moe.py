@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from vidur_specdec.architectures.errors import ModelError
+from vidur_specdec.architectures.layer_plan import attention_params, mixer_params  # noqa: F401 (attention_params re-exported)
 from vidur_specdec.config import ConfigError
 
 MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM")
@@ -170,21 +171,11 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
 # --------------------------------------------------------------------------- counts and bytes
 
 
-def attention_params(spec, tp: int = 1) -> int:
-    """Attention projection weights of one layer on one of ``tp`` GPUs (MLA: its low-rank factors)."""
-    h, H = spec.hidden_size, spec.num_heads // tp
-    if spec.kv_lora_rank:
-        qk = spec.head_dim  # qk_nope + qk_rope
-        nope = qk - spec.qk_rope_head_dim
-        q = (h * spec.q_lora_rank + spec.q_lora_rank * H * qk) if spec.q_lora_rank else h * H * qk
-        kv = h * (spec.kv_lora_rank + spec.qk_rope_head_dim)  # replicated: the shared latent
-        kv += spec.kv_lora_rank * H * (nope + spec.v_head_dim)
-        return q + kv + H * spec.v_head_dim * h
-    kv = -(-spec.num_kv_heads // tp)
-    n = h * spec.head_dim * (H + 2 * kv) + H * spec.head_dim * h
-    if spec.expert_bias:  # gpt-oss: q/k/v/o biases and one sink logit per head
-        n += spec.head_dim * (H + 2 * kv) + h + H
-    return n
+def _mixers(spec, tp: int) -> int:
+    """Token-mixer weights of all layers (the layer plan's; ``L x attention_params`` for attention-only models)."""
+    if not getattr(spec, "linear_layers", 0):
+        return spec.num_layers * attention_params(spec, tp)
+    return mixer_params(spec, tp)
 
 
 def expert_params(spec) -> int:
@@ -200,7 +191,7 @@ def router_params(spec) -> int:
 def param_counts(spec) -> dict:
     """Total and active weights of the whole model (decoder layers + embedding + LM head; norms left out)."""
     L, Lm = spec.num_layers, spec.num_moe_layers
-    attn = L * attention_params(spec)
+    attn = _mixers(spec, 1)
     dense = (L - Lm) * 3 * spec.hidden_size * spec.ffn_size
     common = Lm * (router_params(spec) + 3 * spec.hidden_size * spec.shared_ffn_size)
     emb = spec.embedding_params()
@@ -221,7 +212,7 @@ def weight_bytes(spec, tp: int = 1, experts_per_gpu=None) -> float:
     lin = BYTES_PER_WEIGHT["fp8"] if q == "fp8" else 2.0
     exp_b = BYTES_PER_WEIGHT[q] if q in ("fp8", "mxfp4") else 2.0
     L, Lm, h = spec.num_layers, spec.num_moe_layers, spec.hidden_size
-    body = lin * L * attention_params(spec, tp)
+    body = lin * _mixers(spec, tp)
     body += lin * (L - Lm) * 3 * h * spec.ffn_size / tp
     body += Lm * (2.0 * router_params(spec) + lin * 3 * h * spec.shared_ffn_size / tp)
     matrices = 3 * h * spec.expert_ffn_size

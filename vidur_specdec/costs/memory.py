@@ -5,7 +5,13 @@
                (fp8 linear layers 1 B, MXFP4 experts 4.25 bits: architectures.moe.weight_bytes)
     per_blk  = block_size · (kv_bytes_per_token(target, tp) + kv_bytes_per_token(drafter, draft_tp))
                (2 B per KV element; 1 B with kv_cache_dtype fp8)
-    blocks   = floor((usable − weights_target − weights_drafter) / per_blk)
+    state    = running · state_bytes_per_request(target, tp, k)              linear-attention layers only
+    blocks   = floor((usable − weights_target − weights_drafter − state) / per_blk)
+
+A hybrid model's linear-attention layers (Qwen3.5) hold a fixed conv + recurrent
+state per running request instead of KV (:mod:`vidur_specdec.architectures.layer_plan`);
+``state`` reserves it for the most requests that can run at once (``running``,
+see :func:`vidur_specdec.engine.deployment`), so that KV blocks are what is left.
 
 With tensor parallelism every GPU of the replica holds 1/tp of the weights
 (query heads, MLP columns and vocabulary split; KV heads split, or replicated
@@ -69,6 +75,7 @@ class MemoryPlan:
     draft_kv_bytes_per_token: int
     block_size: int  # tokens
     num_blocks: int  # target KV blocks (each with a draft block when a drafter is loaded)
+    state_reserve_bytes: int = 0  # linear-attention state of the running requests (0: attention-only model)
 
     @property
     def draft_blocks(self) -> int:
@@ -76,20 +83,23 @@ class MemoryPlan:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        if not self.state_reserve_bytes:
+            del d["state_reserve_bytes"]  # an attention-only model's summary is unchanged
         d["draft_blocks"] = self.draft_blocks
         return d
 
 
 def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
          draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
-         head: tuple = (0, 0), ep: int = 1) -> MemoryPlan:
+         head: tuple = (0, 0), ep: int = 1, state_reserve: int = 0) -> MemoryPlan:
     """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
 
     ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
     ``memory_bytes``. ``draft_tp`` None means ``tp``. ``head`` is (weight bytes,
     KV bytes per token) per GPU of a draft head on the target's GPUs
     (EAGLE-family, Medusa, MTP): counted with the drafter's. ``ep`` > 1: the
-    target's experts expert-parallel over its ``tp`` GPUs. Raises
+    target's experts expert-parallel over its ``tp`` GPUs. ``state_reserve``: bytes per GPU of the
+    running requests' fixed linear-attention state, taken before KV blocks. Raises
     :class:`NoRoomError` when the weights leave no room for a single block.
     """
     dev = get_device(device)
@@ -99,14 +109,14 @@ def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memo
     w_d = (weight_bytes(draft, dtp) if draft else 0) + int(head[0])
     kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes)
     kv_d = (draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])
-    free = usable - w_t - w_d
+    free = usable - w_t - w_d - int(state_reserve)
     blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
     if blocks < 1:
         raise NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights "
                           f"({(w_t + w_d) / GIB:.1f} GiB per GPU at tensor_parallel_size {tp}"
                           f"{' with expert parallel' if ep > 1 else ''}) leave no room "
                           f"for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
-    return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks))
+    return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks), int(state_reserve))
 
 
 def min_blocks_to_finish(total_tokens: int, block_size: int, watermark_fraction: float) -> int:

@@ -267,7 +267,23 @@ def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (
              ep: Optional[int] = None, device: Optional[DeviceSpec] = None) -> memory.MemoryPlan:
     ep = dep.ep if ep is None else ep
     return memory.plan(dep.model, device or dep.device, cfg.scheduler.block_size,
-                       cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep)
+                       cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep,
+                       state_reserve=_state_reserve(cfg, dep.model, tp))
+
+
+def _state_reserve(cfg: RunConfig, model, tp: int) -> int:
+    """Bytes per GPU of linear-attention state for the most requests that run at once (0: no such layers).
+
+    At most ``scheduler.max_num_seqs`` run (closed loop: at most ``workload.concurrency``); each holds
+    ``1 + k`` state slots under speculation (vLLM ``MambaSpec.num_speculative_blocks``).
+    """
+    if not getattr(model, "linear_layers", 0):
+        return 0
+    running = cfg.scheduler.max_num_seqs or 1
+    if cfg.workload.arrival == "closed" and cfg.workload.concurrency:
+        running = min(running, cfg.workload.concurrency)
+    k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0
+    return running * model.state_bytes_per_request(tp, k)
 
 
 def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple = (0, 0),

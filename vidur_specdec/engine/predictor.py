@@ -200,6 +200,10 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         if self._moe is not None:
             self._dense_share = spec.dense_layers / spec.num_layers  # layers whose MLP is the profile's
             self._ep = int(predictor_config.expert_parallel_size or 1)
+        # hybrid linear attention (architectures/layer_plan.py): per-layer ops are the layer plan's mean
+        self._hybrid = spec if spec is not None and getattr(spec, "linear_layers", 0) else None
+        if self._hybrid is not None:
+            self._full_share = (spec.num_layers - spec.linear_layers) / spec.num_layers
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
@@ -241,10 +245,56 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         return batch.total_num_q_tokens
 
     def _get_attention_layer_pre_proj_execution_time(self, batch) -> float:
+        if self._hybrid is not None:
+            return self._hybrid_proj(self._tok(batch))[0]
         return self._m.linear_ms("attn_pre_proj", self._tok(batch))
 
     def _get_attention_layer_post_proj_execution_time(self, batch) -> float:
+        if self._hybrid is not None:
+            return self._hybrid_proj(self._tok(batch))[1]
         return self._m.linear_ms("attn_post_proj", self._tok(batch))
+
+    def _hybrid_proj(self, tokens: int):
+        """(input, output) projections of the mean layer of a hybrid model (ms), from the kernel source's GEMMs:
+        full-attention layers q (with its output gate), k, v / o; gated-delta-net layers in_proj_qkvz + in_proj_ba /
+        out_proj (vLLM 0.33 ``qwen_gdn_linear_attn.py``; the two input projections priced as one GEMM)."""
+        memo = self.__dict__.setdefault("_proj_memo", {})
+        got = memo.get(tokens)
+        if got is None:
+            from vidur_specdec.architectures.layer_plan import gdn_conv_dim
+
+            s, tp, g = self._hybrid, self._tp, self._kernels.gemm_ms
+            dt = "fp8" if s.quantization == "fp8" else "bf16"
+            q = s.num_heads // tp * s.head_dim * (2 if s.attn_output_gate else 1)
+            kv = 2 * -(-s.num_kv_heads // tp) * s.head_dim
+            hv = s.linear_num_value_heads * s.linear_value_head_dim
+            full = (float(g(tokens, s.hidden_size, q + kv, dt)), float(g(tokens, s.num_heads // tp * s.head_dim,
+                                                                          s.hidden_size, dt)))
+            lin = (float(g(tokens, s.hidden_size, (gdn_conv_dim(s) + hv + 2 * s.linear_num_value_heads) // tp, dt)),
+                   float(g(tokens, hv // tp, s.hidden_size, dt)))
+            f = self._full_share
+            got = (f * full[0] + (1 - f) * lin[0], f * full[1] + (1 - f) * lin[1])
+            if len(memo) >= 65536:
+                memo.clear()
+            memo[tokens] = got
+        return got
+
+    def _linear_attention_ms(self, batch) -> float:
+        """One gated-delta-net layer of the step (ms), priced once per batch by the kernel source."""
+        cached = getattr(batch, "_specdec_gdn", None)
+        if cached is None:
+            comp = StepComposition.of(batch)
+            chunks = [c for _, c in comp.prefill]
+            # the cost depends on the decoding requests, their summed tokens and the prefill tokens only
+            key = (len(comp.decode_q), sum(comp.decode_q), len(chunks), sum(chunks))
+            memo = self.__dict__.setdefault("_gdn_memo", {})
+            cached = memo.get(key)
+            if cached is None:
+                if len(memo) >= 65536:
+                    memo.clear()
+                cached = memo[key] = self._kernels.linear_attention_ms(self._hybrid, self._tp, comp.decode_q, chunks)
+            batch._specdec_gdn = cached
+        return cached
 
     def _get_attention_rope_execution_time(self, batch) -> float:
         return self._m.linear_ms("attn_rope", self._tok(batch))
@@ -254,13 +304,17 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
 
     def _get_attention_decode_execution_time(self, batch) -> float:
         comp = StepComposition.of(batch)
+        if self._hybrid is not None:  # the gated-delta-net layers' whole step rides on the decode op
+            full = self._verify_cost.attention_ms(self._m, comp.decode_q, comp.decode_ctx) if comp.decode_q else 0.0
+            return self._full_share * full + (1.0 - self._full_share) * self._linear_attention_ms(batch)
         if not comp.decode_q:
             return 0.0
         return self._verify_cost.attention_ms(self._m, comp.decode_q, comp.decode_ctx)
 
     def _get_attention_prefill_execution_time(self, batch) -> float:
         m = self._m
-        return sum(m.prefill_attention_ms(kv, c) for kv, c in StepComposition.of(batch).prefill)
+        full = sum(m.prefill_attention_ms(kv, c) for kv, c in StepComposition.of(batch).prefill)
+        return full if self._hybrid is None else self._full_share * full
 
     # On a mixture-of-experts target the MLP ops are the per-layer mean of the dense
     # leading layers (the profile's MLP ops) and the MoE layers (costs/moe_layer.py,

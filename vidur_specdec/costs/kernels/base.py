@@ -84,6 +84,14 @@ class KernelSource:
         """What the source's figures depend on beyond the device (for cache keys of profiles it builds)."""
         return {"kernels": self.name}
 
+    def linear_attention_ms(self, spec, tp: int, decode_groups: Sequence[int], prefill_chunks: Sequence[int]) -> float:
+        """One gated-delta-net layer of a step (ms): ``decode_groups`` tokens per decoding request (1 + guesses),
+        ``prefill_chunks`` tokens per prefill chunk. The roofline here; :mod:`.gdn` explains both sources."""
+        from vidur_specdec.costs.kernels import gdn
+
+        return gdn.roofline_decode_ms(self, spec, tp, decode_groups) + \
+            gdn.roofline_prefill_ms(self, spec, tp, prefill_chunks)
+
     # ------------------------------------------------------------------ composed from the primitives
     def mlp_op_times(self, spec, tp: int, num_tokens) -> Dict[str, np.ndarray]:
         """Per-layer time (ms) of every ``mlp.csv`` op for each entry of ``num_tokens`` (Vidur's names)."""

@@ -87,4 +87,6 @@ class RooflineKernels(KernelSource):
         out = {f: BUILT for f in OP_FAMILIES}
         if specs and not specs[0].is_moe:
             out["moe"] = NO_MOE
+        if specs and getattr(specs[0], "linear_layers", 0):  # only a hybrid model's summary names this family
+            out["linear_attention"] = BUILT
         return out

@@ -41,6 +41,7 @@ import numpy as np
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
 from vidur_specdec.costs import moe_layer
+from vidur_specdec.costs.kernels import gdn as GDN
 from vidur_specdec.costs.kernels import mla_table as MLA
 from vidur_specdec.costs.kernels import table_data as TD
 from vidur_specdec.costs.kernels.base import NO_MOE, OP_FAMILIES
@@ -132,7 +133,16 @@ class TableKernels(RooflineKernels):
                                  if self.algorithm == "vllm_custom" else self._measured("nccl", self.nccl_version))
         elif tp <= 1:
             out["all_reduce"] = "none (tensor parallel size 1)"
+        if specs and getattr(specs[0], "linear_layers", 0):  # only a hybrid model's summary names this family
+            out["linear_attention"] = GDN.label(self.system) if GDN.table(self.system, specs[0], tp) else BUILT
         return out
+
+    def linear_attention_ms(self, spec, tp: int, decode_groups, prefill_chunks) -> float:
+        """The gated-delta-net layer from vLLM's ``gdn_perf`` table where it holds the shape (:mod:`.gdn`)."""
+        t = GDN.table(self.system, spec, tp)
+        if t is None:
+            return super().linear_attention_ms(spec, tp, decode_groups, prefill_chunks)
+        return t.decode_ms(decode_groups) + t.prefill_ms(sum(prefill_chunks))
 
     # ------------------------------------------------------------------ MoE
     def _moe_curve(self, spec, tp: int, ep: int):
@@ -147,6 +157,9 @@ class TableKernels(RooflineKernels):
 
     def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1):
         out = [w for s in specs for w in self._attention(s, tp).warnings()]
+        if specs and getattr(specs[0], "linear_layers", 0) and GDN.table(self.system, specs[0], tp) is None:
+            out.append(f"no gdn_perf rows for {specs[0].name}'s linear-attention shape at tensor_parallel_size "
+                       f"{tp} on {self.system}; its linear-attention layers are priced on the roofline")
         if not specs or not specs[0].is_moe:
             return out
         why = self._moe_curve(specs[0], tp, ep)[1]
@@ -335,4 +348,4 @@ def attention_kind(spec) -> str:
 
 # what a profile priced by the tables depends on beyond the tables themselves (its cache key)
 _CODE_DIGEST = hashlib.sha256(b"".join(Path(__file__).with_name(n).read_bytes() for n in
-                                       ("tables.py", "mla_table.py", "table_data.py"))).hexdigest()[:16]
+                                       ("tables.py", "mla_table.py", "gdn.py", "table_data.py"))).hexdigest()[:16]

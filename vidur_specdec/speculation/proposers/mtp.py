@@ -53,8 +53,8 @@ class MTPProposer(EagleProposer):
 
         # n modules, each one MoE decoder layer of the target (all experts, the checkpoint's format) plus
         # eh_proj (2 hidden -> hidden, bf16, replicated); embedding and LM head are the target's
-        one = replace(t, num_layers=1, dense_layers=0, tie_word_embeddings=True, vocab_size=0)
+        one = replace(t, num_layers=1, dense_layers=0, linear_layers=0, tie_word_embeddings=True, vocab_size=0)
         per_gpu = t.num_experts / self.ep if self.ep > 1 else None
         w = weight_bytes(one, tp, experts_per_gpu=per_gpu) + 2 * 2 * t.hidden_size * t.hidden_size
-        kv = replace(t, num_layers=1, sliding_layers=0).kv_bytes_per_token(tp)
+        kv = replace(t, num_layers=1, sliding_layers=0, linear_layers=0).kv_bytes_per_token(tp)  # a full-attention layer
         return int(self.head.num_layers * w), int(self.head.num_layers * kv)
