@@ -28,6 +28,9 @@ from typing import Tuple
 
 from vidur_specdec.hardware.links import LINKS
 
+#: speculative methods whose drafter reads the target's auxiliary hidden states (vLLM 0.33
+#: ``requires_aux_hidden_states``, ``vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py``)
+AUX_METHODS = ("eagle3", "dflash", "dspark")
 GPUS_PER_NODE = 8  # an HGX/DGX node: stages whose GPUs sit in different nodes talk over the network
 ACT_BYTES = 2  # bf16 activations (hidden_states, residual, EAGLE-3 aux states)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from vidur_specdec.costs import kernels, memory
+from vidur_specdec.costs import kernels, memory, pipeline
 from vidur_specdec.architectures.models import ModelSpec, resolve_model
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.costs.memory import TP_SIZES, NoRoomError, tp_fits
@@ -162,8 +162,8 @@ def check_pipeline(cfg: RunConfig, model: ModelSpec) -> None:
         raise ConfigError(f"parallel.pipeline_parallel_size: {pp} stages exceed {model.name}'s "
                           f"{model.num_layers} layers; allowed: 1 to {model.num_layers}")
     s = cfg.speculative
-    if s.enabled and s.method == "eagle3" and model.is_moe:
-        raise ConfigError(f"parallel.pipeline_parallel_size: vLLM 0.33 runs eagle3 under pipeline parallelism only "
+    if s.enabled and s.method in pipeline.AUX_METHODS and model.is_moe:
+        raise ConfigError(f"parallel.pipeline_parallel_size: vLLM 0.33 runs {s.method} under pipeline parallelism only "
                           f"on Llama/Qwen2-family dense targets (auxiliary hidden states relayed between stages), "
                           f"not on {model.name}; use pipeline_parallel_size 1 or another speculative.method")
 

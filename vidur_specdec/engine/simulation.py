@@ -50,6 +50,7 @@ from vidur_specdec.costs import memory
 from vidur_specdec.speculation import proposers
 from vidur_specdec.costs import step_overheads
 from vidur_specdec.costs import verify_cost
+from vidur_specdec.costs.pipeline import AUX_METHODS
 from vidur_specdec.config import GLOBAL_SCHEDULERS as GLOBAL_SCHEDULER_NAMES, ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
 from vidur_specdec.engine.warnings import config_warnings
@@ -309,7 +310,7 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         expert_parallel_size=dep.ep,
         kernels=dep.kernels,
         pipeline_parallel_size=dep.pp,
-        eagle3_aux=bool(spec.enabled and spec.method == "eagle3"),
+        eagle3_aux=bool(spec.enabled and spec.method in AUX_METHODS),
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
