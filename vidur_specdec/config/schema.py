@@ -119,6 +119,9 @@ class ParallelConfig:
                                    doc="GPUs per replica; must split the model's query heads evenly")
     enable_expert_parallel: bool = _f(False, doc="vLLM's name: MoE layers expert-parallel over the replica's "
                                                  "GPUs (EP size = tensor_parallel_size), whole experts per GPU")
+    pipeline_parallel_size: int = _f(1, lo=1, hi=16,
+                                     doc="vLLM's name: pipeline stages per replica, each with tensor_parallel_size "
+                                         "GPUs and its share of the layers (vLLM's split)")
 
     # --- replicas ---
     num_replicas: int = _f(1, lo=1, hi=1024, doc="identical replicas behind one global scheduler")

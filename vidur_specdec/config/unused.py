@@ -114,6 +114,8 @@ USES: Tuple[Use, ...] = (
     Use("engine.all_reduce", "parallel.tensor_parallel_size", (2, 4, 8), "the all-reduce between a replica's GPUs"),
     # --- parallel ---
     Use("parallel.global_scheduler", "parallel.num_replicas", range(2, 1025), "which replica a request goes to"),
+    Use("parallel.pipeline_parallel_size", "disaggregation.prefill_instances", (0,),
+        "pipeline stages of a replica (prefill and decode pools are modelled at one stage)"),
     # --- workload: per arrival mode ---
     Use("workload.qps", ARRIVAL, ("poisson",), "the Poisson arrival rate"),
     Use("workload.concurrency", ARRIVAL, ("closed",), "the requests kept in flight"),

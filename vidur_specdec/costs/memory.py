@@ -30,7 +30,7 @@ down to whole max-length sequences (see docs/model.md).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Optional, Union
 
 from vidur_specdec.config import TP_SIZES  # noqa: F401 (re-exported: the TP sizes the simulator models)
@@ -91,7 +91,7 @@ class MemoryPlan:
 
 def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
          draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
-         head: tuple = (0, 0), ep: int = 1, state_reserve: int = 0) -> MemoryPlan:
+         head: tuple = (0, 0), ep: int = 1, state_reserve: int = 0, pp: int = 1) -> MemoryPlan:
     """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
 
     ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
@@ -99,9 +99,14 @@ def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memo
     KV bytes per token) per GPU of a draft head on the target's GPUs
     (EAGLE-family, Medusa, MTP): counted with the drafter's. ``ep`` > 1: the
     target's experts expert-parallel over its ``tp`` GPUs. ``state_reserve``: bytes per GPU of the
-    running requests' fixed linear-attention state, taken before KV blocks. Raises
+    running requests' fixed linear-attention state, taken before KV blocks. ``pp`` > 1: the
+    tightest of the pipeline stages (:func:`stage_plan`; models with linear-attention layers are
+    refused under pipeline parallelism before this). Raises
     :class:`NoRoomError` when the weights leave no room for a single block.
     """
+    if pp > 1:
+        return min((stage_plan(model, device, block_size, memory_margin_fraction, draft, tp, draft_tp, head, ep,
+                               pp, s) for s in range(pp)), key=lambda m: m.num_blocks)
     dev = get_device(device)
     dtp = tp if draft_tp is None else draft_tp
     usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
@@ -117,6 +122,42 @@ def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memo
                           f"{' with expert parallel' if ep > 1 else ''}) leave no room "
                           f"for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
     return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks), int(state_reserve))
+
+
+def stage_plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
+               draft: Optional[ModelSpec], tp: int, draft_tp: Optional[int], head: tuple, ep: int, pp: int,
+               stage: int) -> MemoryPlan:
+    """The plan of one GPU of pipeline stage ``stage`` (of ``pp``): its layers' weights and KV.
+
+    The stage holds its decoder layers (vLLM's split, :func:`vidur_specdec.costs.pipeline.stage_layers`),
+    the embedding on the first stage, the LM head on the last (a tied embedding on both), and the drafter
+    or draft head only on the last (vLLM 0.33 ``gpu_model_runner.py``: "we put the entire draft model on
+    the last PP rank"). KV bytes per token scale with the stage's layers (exact for full-attention
+    layers; a sliding-window model's are taken in proportion).
+    """
+    from vidur_specdec.costs.pipeline import stage_range  # same layer; kept lazy like the MoE import above
+
+    dev = get_device(device)
+    dtp = tp if draft_tp is None else draft_tp
+    last = stage == pp - 1
+    start, end = stage_range(model.num_layers, pp, stage)
+    n = end - start
+    dense = max(0, min(end, model.dense_layers) - start)
+    part = replace(model, num_layers=n, dense_layers=dense)
+    usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
+    one = model.vocab_size * model.hidden_size // tp  # one vocabulary matrix per GPU
+    held = (stage == 0) + last if not model.tie_word_embeddings else 1
+    w_t = weight_bytes(part, tp, ep) - DTYPE_BYTES * model.embedding_params(tp) + DTYPE_BYTES * held * one
+    w_d = ((weight_bytes(draft, dtp) if draft else 0) + int(head[0])) if last else 0
+    kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes) * n // model.num_layers
+    kv_d = ((draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])) if last else 0
+    free = usable - w_t - w_d
+    blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
+    if blocks < 1:
+        raise NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights "
+                          f"({(w_t + w_d) / GIB:.1f} GiB per GPU of pipeline stage {stage} at tensor_parallel_size "
+                          f"{tp}) leave no room for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
+    return MemoryPlan(usable, int(w_t), int(w_d), int(kv_t), int(kv_d), block_size, int(blocks))
 
 
 def min_blocks_to_finish(total_tokens: int, block_size: int, watermark_fraction: float) -> int:

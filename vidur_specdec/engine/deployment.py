@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from vidur_specdec.costs import kernels, memory
+from vidur_specdec.costs import kernels, memory, pipeline
 from vidur_specdec.architectures.models import ModelSpec, resolve_model
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.costs.memory import TP_SIZES, NoRoomError, tp_fits
@@ -115,6 +115,7 @@ def check(cfg: RunConfig):
                               f"parallel.tensor_parallel_size {tp} GPUs evenly")
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)
+    check_pipeline(cfg, model)
     draft = resolved_draft_model(cfg)  # a bad name is refused whatever the method
     s = cfg.speculative
     if s.draft_tensor_parallel_size is not None and s.draft_tensor_parallel_size not in (1, tp):
@@ -142,6 +143,35 @@ def check(cfg: RunConfig):
     return model, draft
 
 
+def check_pipeline(cfg: RunConfig, model: ModelSpec) -> None:
+    """Refuse, in one line, pipeline parallelism vLLM 0.33 would refuse or this simulator cannot model.
+
+    vLLM splits layers unevenly when ``pipeline_parallel_size`` does not divide
+    them (``get_pp_indices``), so only more stages than layers is refused. EAGLE-3
+    under PP needs the target's decoder to relay its auxiliary hidden states
+    between stages (``supports_aux_hidden_states_over_pp``: LlamaModel and
+    Qwen2Model and their subclasses in vLLM 0.33; not Qwen3MoeModel,
+    DeepseekV2Model or GptOssModel), else ``verify_supports_aux_hidden_states_over_pp``
+    raises (``vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py``); every MoE
+    target this simulator knows is one of the latter.
+    """
+    pp = cfg.parallel.pipeline_parallel_size
+    if pp == 1:
+        return
+    if pp > model.num_layers:
+        raise ConfigError(f"parallel.pipeline_parallel_size: {pp} stages exceed {model.name}'s "
+                          f"{model.num_layers} layers; allowed: 1 to {model.num_layers}")
+    mixed = [f for f in ("linear_layers", "chunked_layers") if getattr(model, f, 0)]
+    if mixed:  # each stage's share of each layer kind is not split yet
+        raise ConfigError(f"parallel.pipeline_parallel_size: {model.name} mixes layer kinds ({', '.join(mixed)}); "
+                          f"pipeline stages of such a model are not modelled; use pipeline_parallel_size 1")
+    s = cfg.speculative
+    if s.enabled and s.method in pipeline.AUX_METHODS and model.is_moe:
+        raise ConfigError(f"parallel.pipeline_parallel_size: vLLM 0.33 runs {s.method} under pipeline parallelism only "
+                          f"on Llama/Qwen2-family dense targets (auxiliary hidden states relayed between stages), "
+                          f"not on {model.name}; use pipeline_parallel_size 1 or another speculative.method")
+
+
 @dataclass(frozen=True)
 class Deployment:
     """Resolved target (and drafter, when ``method: draft_model`` speculates) on one GPU type."""
@@ -152,6 +182,7 @@ class Deployment:
     draft: Optional[ModelSpec] = None
     draft_tp: int = 1  # the drafter's tensor-parallel size (vLLM: 1 or the target's)
     ep: int = 1  # expert-parallel size of the target's MoE layers (vLLM: the TP size when enabled, else 1)
+    pp: int = 1  # pipeline stages per replica (parallel.pipeline_parallel_size), each of ``tp`` GPUs
     # the one source of every kernel time of the run (vidur_specdec.costs.kernels.KernelSource)
     kernels: object = dataclasses.field(default=None, compare=False, hash=False)
 
@@ -173,7 +204,7 @@ def resolve(cfg: RunConfig) -> Deployment:
     draft = resolved_draft_model(cfg) if (s.enabled and s.method == "draft_model") else None
     tp = cfg.parallel.tensor_parallel_size
     return Deployment(model, device, tp, draft, draft_tp(cfg) if draft else 1, ep_size(cfg, model, tp),
-                      kernels=kernel_source(cfg, device))
+                      pp=cfg.parallel.pipeline_parallel_size, kernels=kernel_source(cfg, device))
 
 
 def kernel_source(cfg: RunConfig, device: DeviceSpec):
@@ -268,7 +299,7 @@ def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (
     ep = dep.ep if ep is None else ep
     return memory.plan(dep.model, device or dep.device, cfg.scheduler.block_size,
                        cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep,
-                       state_reserve=_state_reserve(cfg, dep.model, tp))
+                       state_reserve=_state_reserve(cfg, dep.model, tp), pp=dep.pp)
 
 
 def _state_reserve(cfg: RunConfig, model, tp: int) -> int:

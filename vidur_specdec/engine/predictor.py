@@ -47,6 +47,8 @@ from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the
 )
 from vidur_specdec.speculation.proposers.base import ProposerContext
 from vidur_specdec.costs.kernels import unbound
+from vidur_specdec.costs import pipeline
+from vidur_specdec.costs.step_overheads import StepCost
 
 # --------------------------------------------------------------------------- the Vidur predictor
 
@@ -121,7 +123,7 @@ class StepTime:
     """
 
     __slots__ = ("target", "verify_ms", "draft_ms", "comm_ms", "lm_head_ms", "sampling_ms", "overhead_ms",
-                 "total_time", "model_time", "k", "moe_ms", "experts_touched")
+                 "total_time", "model_time", "k", "moe_ms", "experts_touched", "send_ms")
 
     def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None, k: int = 0,
                  moe_ms: float = 0.0, experts_touched: float = 0.0) -> None:
@@ -131,6 +133,7 @@ class StepTime:
         self.moe_ms = moe_ms
         self.experts_touched = experts_touched
         self.k = k  # the k the step's guesses were drawn with (the scheduler's, 0 without speculation)
+        self.send_ms = 0.0  # pipeline parallel: this stage's send to the next stage (part of verify_ms)
         self.comm_ms = comm_ms
         self.lm_head_ms = extra.lm_head_ms if extra is not None else 0.0
         self.sampling_ms = extra.sampling_ms if extra is not None else 0.0
@@ -168,6 +171,8 @@ class SpecDecPredictorConfig(BaseExecutionTimePredictorConfig):
     all_reduce: str = DEFAULT_ALL_REDUCE  # engine.all_reduce: a key of collectives.ALL_REDUCE_MODELS
     expert_parallel_size: int = 1  # MoE layers expert-parallel over this many of the replica's GPUs (1: TP-split)
     kernels: object = None  # the deployment's KernelSource (vidur_specdec.costs.kernels); None: roofline on the device
+    pipeline_parallel_size: int = 1  # stages per replica (vLLM's layer split, vidur_specdec.costs.pipeline)
+    eagle3_aux: bool = False  # EAGLE-3: stages also send the auxiliary hidden states the drafter reads
 
     @staticmethod
     def get_type():
@@ -209,8 +214,51 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         if self._proposer is not None:
             # the target's device, TP, collective model and kernel source
             self._proposer.bind(ProposerContext(self._kernels.device, self._tp, self._all_reduce, self._kernels))
+        self._pp = int(predictor_config.pipeline_parallel_size or 1)
+        if self._pp > 1:
+            layers = spec.num_layers
+            self._ranges = [pipeline.stage_range(layers, self._pp, s) for s in range(self._pp)]
+            self._aux = [pipeline.aux_states_sent(layers, self._pp, s) if predictor_config.eagle3_aux else 0
+                         for s in range(self._pp)]
+            self._stage = 0
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
+        if self._pp > 1:
+            return self._stage_time(batch, pipeline_stage)
+        return self._whole_time(batch, pipeline_stage)
+
+    def _stage_time(self, batch, stage: int) -> StepTime:
+        """One pipeline stage of a step: its layers (vLLM's split), its send to the next stage (all but the
+        last), the engine's CPU work on the first, and the LM head, sampling and drafter on the last
+        (vLLM 0.33 puts the drafter on the last rank, ``gpu_model_runner.py``)."""
+        start, end = self._ranges[stage]
+        n = end - start
+        self._stage = stage
+        self._num_layers_per_pipeline_stage = n  # what the base class multiplies the per-layer ops by
+        moe_layers = 0
+        if self._moe is not None:
+            dense = max(0, min(end, self._moe.dense_layers) - start)
+            self._dense_share = dense / n
+            moe_layers = n - dense
+        target = super().get_execution_time(batch, stage)
+        last = stage == self._pp - 1
+        draft_ms = self._proposer.step_time_ms(StepComposition.of(batch)) if (self._proposer and last) else 0.0
+        comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
+        extra = self._overheads.cost(batch) if self._overheads is not None else None
+        if extra is not None:
+            extra = StepCost(extra.lm_head_ms if last else 0.0, extra.sampling_ms if last else 0.0,
+                             extra.overhead_ms if stage == 0 else 0.0)
+        k = getattr(batch, "_specdec_k", 0)
+        if self._moe is None:
+            out = StepTime(target, draft_ms, comm_ms, extra, k)
+        else:
+            layer_ms, distinct = self._moe_layer(batch)
+            out = StepTime(target, draft_ms, comm_ms, extra, k, moe_ms=layer_ms * moe_layers,
+                           experts_touched=distinct)
+        out.send_ms = target.pipeline_parallel_communication_time
+        return out
+
+    def _whole_time(self, batch, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer
         time plus what the step costs beyond the layers (:mod:`~vidur_specdec.costs.step_overheads`)."""
         target = super().get_execution_time(batch, pipeline_stage)
@@ -354,7 +402,11 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         return self._kernels.all_reduce_ms(self._tp, self._tok(batch) * self._hidden * 2)
 
     def _get_pipeline_parallel_communication_time(self, batch) -> float:
-        return 0.0  # pipeline parallel 1
+        """The current stage's send of the step's activations to the next stage (ms; Vidur skips the last)."""
+        if self._pp <= 1:
+            return 0.0
+        nbytes = pipeline.send_bytes(self._tok(batch), self._hidden, self._aux[self._stage])
+        return pipeline.send_ms(self._kernels.device, nbytes, self._tp, self._stage)
 
     def _get_kv_parallel_communication_time(self, batch) -> float:
         return 0.0

@@ -50,10 +50,12 @@ from vidur_specdec.costs import memory
 from vidur_specdec.speculation import proposers
 from vidur_specdec.costs import step_overheads
 from vidur_specdec.costs import verify_cost
+from vidur_specdec.costs.pipeline import AUX_METHODS
 from vidur_specdec.config import GLOBAL_SCHEDULERS as GLOBAL_SCHEDULER_NAMES, ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
 from vidur_specdec.engine.warnings import config_warnings
 from vidur_specdec.engine.metrics import StepRecorder, requests_frame, summarize
+from vidur_specdec.engine.pipeline_metrics import PipelineStepRecorder
 from vidur_specdec.engine.deployment import Deployment
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.engine.predictor import SpecDecPredictorConfig
@@ -157,12 +159,30 @@ class _NoFilesSimulationConfig(SimulationConfig):
         pass
 
 
+@dataclass
+class _StagesReplicaConfig(ReplicaConfig):
+    """Vidur's ReplicaConfig, allowing vLLM's uneven layer split over pipeline stages.
+
+    Vidur asserts that the stages divide the layers; vLLM does not require it
+    (``get_pp_indices``), and the predictor prices each stage's own layers
+    (:mod:`vidur_specdec.costs.pipeline`), so Vidur's even per-stage count is never read.
+    """
+
+    def __post_init__(self) -> None:
+        stages, self.num_pipeline_stages = self.num_pipeline_stages, 1
+        super().__post_init__()
+        self.num_pipeline_stages = stages
+        self.world_size = stages * self.tensor_parallel_size
+        self._num_layers_per_pipeline_stage = self.model_config.num_layers // stages
+
+
 class SpecDecSimulator(ClosedLoopMixin, Simulator):
     """Vidur's simulator with the project's step recorder in place of ``MetricsStore`` (closed loop optional)."""
 
     def __init__(self, config: SimulationConfig) -> None:
         super().__init__(config)
-        self.recorder = StepRecorder()
+        stages = config.cluster_config.replica_config.num_pipeline_stages
+        self.recorder = StepRecorder() if stages == 1 else PipelineStepRecorder(stages)
         self._metric_store = self.watch(self.recorder)
 
     def _write_output(self) -> None:
@@ -289,6 +309,8 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         all_reduce=cfg.engine.all_reduce,
         expert_parallel_size=dep.ep,
         kernels=dep.kernels,
+        pipeline_parallel_size=dep.pp,
+        eagle3_aux=bool(spec.enabled and spec.method in AUX_METHODS),
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = SpecSarathiSchedulerConfig(
@@ -317,7 +339,7 @@ assert tuple(GLOBAL_SCHEDULERS) == GLOBAL_SCHEDULER_NAMES, "parallel.global_sche
 def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=None) -> SimulationConfig:
     """Vidur's SimulationConfig for a prepared run.
 
-    ``parallel.num_replicas`` identical replicas (the run's TP, PP 1), each with
+    ``parallel.num_replicas`` identical replicas (the run's TP and pipeline stages), each with
     its own ``num_blocks`` KV blocks (the memory plan is per replica), behind
     Vidur's ``parallel.global_scheduler``. Vidur's device SKU and network device
     are bookkeeping only (see :meth:`Deployment.vidur_device_sku`); the predictor
@@ -325,8 +347,8 @@ def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=No
     """
     dep = p.deployment
     sku = dep.vidur_device_sku()
-    replica = ReplicaConfig(
-        model_name=vidur_model_name(p.model), num_pipeline_stages=1, tensor_parallel_size=dep.tp,
+    replica = (ReplicaConfig if dep.pp == 1 else _StagesReplicaConfig)(
+        model_name=vidur_model_name(p.model), num_pipeline_stages=dep.pp, tensor_parallel_size=dep.tp,
         device=sku, network_device=f"{sku}_pairwise_nvlink" if dep.tp == 1 else f"{sku}_dgx",
     )
     cache = CacheConfig(
@@ -395,7 +417,10 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "memory": p.memory.to_dict(),
         "num_replicas": p.cfg.parallel.num_replicas,
         "global_scheduler": p.cfg.parallel.global_scheduler,
-        "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size,
+        "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size
+        * p.cfg.parallel.pipeline_parallel_size,
+        **({"pipeline_parallel_size": p.cfg.parallel.pipeline_parallel_size}
+           if p.cfg.parallel.pipeline_parallel_size > 1 else {}),
         **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),

@@ -52,6 +52,7 @@ INTEGER = {"k", "row", "baseline_row", "num_requests", "restarts", "tensor_paral
            "speedup_above_acceptance"}
 # the columns that name a deployment (sweeps/deployments.yaml varies them); older CSVs lack the last two
 DEPLOYMENT = ["model", "device", "tensor_parallel_size", "num_replicas"]
+PP_COLUMN = "parallel.pipeline_parallel_size"  # a sweep that varies it has this column; a stage count > 1 joins the key
 KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
         "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_acceptance_length",
         "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts",
@@ -98,6 +99,9 @@ def read_results(path: Path) -> List[Dict]:
                 rec[c] = int(x) if c in INTEGER else x
             else:
                 rec[c] = v
+        pp = r.get(PP_COLUMN)
+        if pp not in (None, ""):
+            rec[PP_COLUMN] = int(float(pp))
         out.append(rec)
     return out
 
@@ -111,8 +115,11 @@ def _num(x: float) -> str:
 
 
 def deployment_key(row: Dict) -> tuple:
-    """The row's deployment: (model, device, tensor_parallel_size, num_replicas); None where the CSV lacks one."""
-    return tuple(row.get(c) for c in DEPLOYMENT)
+    """The row's deployment: (model, device, tensor_parallel_size, num_replicas[, pipeline stages when > 1]);
+    None where the CSV lacks one."""
+    key = tuple(row.get(c) for c in DEPLOYMENT)
+    pp = row.get(PP_COLUMN)
+    return key + (pp,) if pp not in (None, 1) else key
 
 
 def deployments(rows: List[Dict]) -> List[tuple]:
@@ -122,10 +129,12 @@ def deployments(rows: List[Dict]) -> List[tuple]:
 
 def deployment_label(key: tuple) -> str:
     """``Llama-3.1-8B-Instruct on H100, TP 1`` (replicas named only when more than one)."""
-    model, device, tp, replicas = key
+    model, device, tp, replicas = key[:4]
     text = f"{str(model).split('/')[-1]} on {str(device).upper()}"
     if tp is not None:
         text += f", TP {tp}"
+    if len(key) > 4:
+        text += f", PP {key[4]}"
     if replicas is not None and replicas > 1:
         text += f", {replicas} replicas"
     return text
@@ -185,6 +194,7 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
         "model": one("model"),
         "profile": prof,
         "tensor_parallel_size": one("tensor_parallel_size") or "1",
+        **({"pipeline_parallel_size": one(PP_COLUMN)} if one(PP_COLUMN) not in ("", "1") else {}),
         "num_requests": ", ".join(str(n) for n in nreq),
         "csv_name": Path(csv_path).name,
         "csv_href": Path(href).as_posix(),
@@ -324,7 +334,7 @@ def _source_html(i: int, ds: Dict) -> str:
     return f"""<div class="source" id="source-{i}"{'' if i == 0 else ' hidden'}>
 {desc}<strong>Where the numbers come from.</strong>
 Model {e(meta['model'])} on {e(meta['profile'])}; Sarathi scheduler, tensor parallelism
-{e(meta['tensor_parallel_size'])}, pipeline parallelism 1; {e(meta['num_requests'])} requests per run with
+{e(meta['tensor_parallel_size'])}, pipeline parallelism {e(meta.get('pipeline_parallel_size', '1'))}; {e(meta['num_requests'])} requests per run with
 Poisson arrivals; proposer: {e(ds['proposers'])}.
 Source: <a href="{e(meta['csv_href'])}">{e(meta['csv_name'])}</a> ({meta['num_rows']} rows, sweep hash
 <code>{e(meta['sweep_hash'])}</code>).

@@ -60,7 +60,8 @@ MIN_RANGE_WIDTH = 8
 
 
 def step_pricer(cfg: RunConfig):
-    """``price(b, k, ctx) -> ms`` of a decode step of b requests with k guesses each at context ``ctx`` tokens."""
+    """``price(b, k, ctx) -> ms`` of a decode step of b requests with k guesses each at context ``ctx`` tokens
+    (with pipeline stages: its slowest stage)."""
     # lazy: start-up cost of vidur
     from vidur.entities import Batch
 
@@ -73,10 +74,14 @@ def step_pricer(cfg: RunConfig):
     cluster = vidur_config(p, p.scheduler, SpecRequest).cluster_config
     predictor = SpecDecExecutionTimePredictor(p.predictor, cluster.replica_config, cluster.cache_config)
 
+    stages = p.deployment.pp
+
     def price(b: int, k: int, ctx: int) -> float:
+        # under pipeline parallelism b is one micro-batch (vLLM looks k up per schedule() call, one micro-batch)
+        # and its price the slowest stage: with the pipeline full, one micro-batch leaves per slowest stage
         reqs = [SimpleNamespace(is_prefill_complete=True, id=i) for i in range(b)]
         batch = Batch(0, reqs, [k + 1] * b, [ctx + k + 1] * b)
-        return predictor.get_execution_time(batch, 0).total_time * 1e3
+        return max(predictor.get_execution_time(batch, s).total_time for s in range(stages)) * 1e3
 
     return p, price
 

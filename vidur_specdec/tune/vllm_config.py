@@ -80,6 +80,8 @@ def engine_args(base) -> Dict[str, Any]:
         out["kv_cache_dtype"] = base.kv_cache_dtype
     if base.parallel.enable_expert_parallel:
         out["enable_expert_parallel"] = True
+    if base.parallel.pipeline_parallel_size > 1:
+        out["pipeline_parallel_size"] = base.parallel.pipeline_parallel_size
     return out
 
 
@@ -96,5 +98,7 @@ def deployment(base) -> Dict[str, Any]:
     used = s.acceptance_input()
     value: Optional[Any] = getattr(s, used) if used else None
     return {"model": base.model, "device": str(base.device), "tensor_parallel_size": base.parallel.tensor_parallel_size,
+            **({"pipeline_parallel_size": base.parallel.pipeline_parallel_size}
+               if base.parallel.pipeline_parallel_size > 1 else {}),
             "num_replicas": base.parallel.num_replicas, "method": s.method, "k": s.num_speculative_tokens,
             "acceptance_input": used, "acceptance_value": value, "vllm_version": VLLM_VERSION}

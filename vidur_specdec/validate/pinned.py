@@ -88,7 +88,9 @@ def pinned(cfg) -> Dict[str, Any]:
 
     sc = pinned_speculative_config(cfg)
     s = cfg.scheduler
+    pp = cfg.parallel.pipeline_parallel_size
     flags = {"tensor-parallel-size": cfg.parallel.tensor_parallel_size,
+             "pipeline-parallel-size": pp if pp > 1 else None,
              "max-num-batched-tokens": s.max_num_batched_tokens, "max-num-seqs": s.max_num_seqs,
              "gpu-memory-utilization": s.gpu_memory_utilization, "block-size": s.block_size}
     line = (f"vllm serve {cfg.model} " + " ".join(f"--{k} {v}" for k, v in flags.items() if v is not None)
