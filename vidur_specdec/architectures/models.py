@@ -54,6 +54,11 @@ class ModelSpec:
     quantization: str = ""  # weight format: "" (bf16), "fp8" (every linear layer, W8A8), "mxfp4" (routed experts)
     kv_cache_dtype: str = ""  # KV-cache element: "" (bf16, 2 bytes) or "fp8" (e4m3, 1 byte)
     mtp_layers: int = 0  # multi-token-prediction modules shipped with the checkpoint (num_nextn_predict_layers)
+    # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5; 0: dense MLA): a lightning indexer of index_n_heads heads of
+    # index_head_dim scores every cached token, then MLA attends the index_topk best (costs/sparse_attention.py)
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0  # tokens
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -86,6 +91,21 @@ class ModelSpec:
         return (1 if self.tie_word_embeddings else 2) * self.vocab_size * self.hidden_size // tp
 
     @property
+    def is_sparse_attention(self) -> bool:
+        """True for DeepSeek sparse attention: an indexer picks ``index_topk`` tokens for MLA to attend."""
+        return self.index_topk > 0
+
+    @property
+    def index_key_bytes(self) -> int:
+        """Bytes of one token's indexer key in one layer: fp8 keys + one fp32 scale per 128 values.
+
+        vLLM 0.33 ``model_executor/models/deepseek_v2.py`` (``Indexer``: ``head_dim + head_dim //
+        quant_block_size * 4``, block 128): 132 B at ``index_head_dim`` 128; 0 without sparse attention.
+        """
+        d = self.index_head_dim if self.index_topk else 0
+        return d + d // 128 * 4
+
+    @property
     def kv_dtype_bytes(self) -> int:
         """Bytes of one KV-cache element: 1 for an fp8 KV cache, else 2 (bf16)."""
         return 1 if self.kv_cache_dtype == "fp8" else 2
@@ -107,8 +127,8 @@ class ModelSpec:
         """
         if dtype_bytes is None:
             dtype_bytes = self.kv_dtype_bytes
-        if self.kv_lora_rank:
-            return dtype_bytes * (self.kv_lora_rank + self.qk_rope_head_dim) * self.num_layers
+        if self.kv_lora_rank:  # + the sparse-attention indexer's fp8 key cache, replicated (0 when dense MLA)
+            return (dtype_bytes * (self.kv_lora_rank + self.qk_rope_head_dim) + self.index_key_bytes) * self.num_layers
         kv_heads = -(-self.num_kv_heads // tp)
         return 2 * dtype_bytes * self.head_dim * kv_heads * (self.num_layers - self.sliding_layers)
 
@@ -123,7 +143,8 @@ class ModelSpec:
 
 _MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense_layers", "shared_ffn_size",
                "expert_bias", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
-               "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers")
+               "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers",
+               "index_n_heads", "index_head_dim", "index_topk")
 
 
 def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
@@ -167,6 +188,23 @@ KNOWN_MODELS: Dict[str, ModelSpec] = {
                     kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8",
                     mtp_layers=1)
           for n in ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1")),
+        # DeepSeek sparse attention (MLA + an indexer picking index_topk tokens), MLA and GQA MoE targets:
+        # aiconfigurator-core 0.12.0 model_configs/<org>--<name>_config.json (each repository's config.json;
+        # tests/test_sparse_attention_models.py checks these against them)
+        ModelSpec("deepseek-ai/DeepSeek-V3.2", 61, 7168, 128, 1, 18432, 129280, 163840, head_dim=192, num_experts=256,
+                  experts_per_token=8, expert_ffn_size=2048, dense_layers=3, shared_ffn_size=2048, kv_lora_rank=512,
+                  q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8", mtp_layers=1,
+                  index_n_heads=64, index_head_dim=128, index_topk=2048),
+        *(ModelSpec(n, 78, 6144, 64, 1, 12288, 154880, 202752, head_dim=256, num_experts=256, experts_per_token=8,
+                    expert_ffn_size=2048, dense_layers=3, shared_ffn_size=2048, kv_lora_rank=512, q_lora_rank=2048,
+                    qk_rope_head_dim=64, v_head_dim=256, quantization=q, mtp_layers=1, index_n_heads=32,
+                    index_head_dim=128, index_topk=2048)
+          for n, q in (("zai-org/GLM-5", ""), ("zai-org/GLM-5-FP8", "fp8"))),
+        ModelSpec("moonshotai/Kimi-K2-Instruct", 61, 7168, 64, 1, 18432, 163840, 131072, head_dim=192,
+                  num_experts=384, experts_per_token=8, expert_ffn_size=2048, dense_layers=1, shared_ffn_size=2048,
+                  kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8"),
+        ModelSpec("MiniMaxAI/MiniMax-M2.5", 62, 3072, 48, 8, 1536, 200064, 196608, head_dim=128, num_experts=256,
+                  experts_per_token=8, expert_ffn_size=1536, quantization="fp8"),
         *(ModelSpec(n, layers, 2880, 64, 8, 2880, 201088, 131072, head_dim=64, num_experts=experts,
                     experts_per_token=4, expert_ffn_size=2880, expert_bias=True, sliding_window=128,
                     sliding_layers=layers // 2, quantization="mxfp4")
@@ -177,7 +215,7 @@ KNOWN_MODELS: Dict[str, ModelSpec] = {
 _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_size", "vocab_size",
                "max_model_len", "head_dim", "num_experts", "experts_per_token", "expert_ffn_size", "dense_layers",
                "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
-               "sliding_window", "sliding_layers", "mtp_layers")
+               "sliding_window", "sliding_layers", "mtp_layers", "index_n_heads", "index_head_dim", "index_topk")
 _ZERO_OK = ("head_dim",) + _MOE_FIELDS
 
 
@@ -236,6 +274,10 @@ def _check_shape(spec: ModelSpec, where: str) -> None:
                          f"{spec.num_experts}")
     if spec.dense_layers > spec.num_layers or spec.sliding_layers > spec.num_layers:
         raise ModelError(f"{where}: dense_layers and sliding_layers must not exceed num_layers {spec.num_layers}")
+    index = (spec.index_n_heads, spec.index_head_dim, spec.index_topk)
+    if any(index) and not (all(index) and spec.kv_lora_rank):
+        raise ModelError(f"{where}: sparse attention needs index_n_heads, index_head_dim and index_topk all set, "
+                         "on a multi-head latent attention model (kv_lora_rank)")
     if spec.num_heads % spec.num_kv_heads:
         raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
     if spec.hidden_size % spec.num_heads:

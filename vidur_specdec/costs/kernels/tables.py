@@ -37,6 +37,7 @@ import numpy as np
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
 from vidur_specdec.costs import moe_layer
+from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.costs.kernels import table_data as TD
 from vidur_specdec.costs.kernels.base import OP_FAMILIES
 from vidur_specdec.costs.kernels.roofline import BUILT, RooflineKernels
@@ -112,6 +113,8 @@ class TableKernels(RooflineKernels):
         att = [self._attention_shape(s, tp) for s in specs]
         if all(a is not None and self._covers("generation_attention_perf", *a) for a in att):
             out["attention_decode"] = self._measured()
+        if specs and SA.applies(specs[0]):  # the target's DSA decode: its module table, or the roofline
+            out["attention_decode"] = SA.source(self, specs[0], tp)
         if all(a is not None and self._covers("context_attention_perf", *a) for a in att):
             out["attention_prefill"] = self._measured()
         if tp in AR_WORLDS:
@@ -268,7 +271,7 @@ class TableKernels(RooflineKernels):
     def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
         out = super().attention_op_times(spec, tp, batch_size, kv_cache_size, prefill_chunk_size)
         shape = self._attention_shape(spec, tp)
-        if shape is None:
+        if shape is None:  # MLA (and DeepSeek sparse attention, priced by super() from its own tables)
             return out
         qh, kvh, hd, kvd = shape
         bs, kv, chunk = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in
