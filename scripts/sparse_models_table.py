@@ -1,0 +1,105 @@
+"""Sparse-attention and MLA models: weights, memory per request at 8k, step time and its k ratios (docs/model.md).
+
+Usage: python scripts/sparse_models_table.py [--write]
+For DeepSeek-V3.2, GLM-5 (DeepSeek sparse attention), Kimi-K2 (MLA) and MiniMax-M2.5 (GQA MoE), each on the
+deployment of its example config in configs/: weights per GPU (the run's memory plan), memory per request at
+8,192 tokens (target KV + MTP-module KV, per GPU), and one decode step of ``batch`` requests at 8,192 tokens of
+context through the run's own predictor (target forward + LM head + sampling + overhead; no proposer time), at
+k = 0 against a dense model on the same GPUs, and at k = 1, 3, 5 over k = 0. Sparse-attention models are priced
+with ``verify_attention: per_token`` (each verify token runs its own indexer top-k), the others with the
+default. Prints the markdown block; ``--write`` puts it between the ``sparse-mla-models`` markers of
+docs/model.md (tests/test_sparse_attention_models.py fails while that block is stale).
+"""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docblock  # noqa: E402  (scripts/docblock.py)
+
+from vidur.config import CacheConfig, ReplicaConfig
+
+from vidur_specdec.architectures import moe
+from vidur_specdec.architectures.models import KNOWN_MODELS
+from vidur_specdec.costs import memory
+from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
+from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.simulation import prepare
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "model.md"
+BEGIN, END = docblock.markers("sparse-mla-models")
+# model, device, tensor parallel, dense model of about its active size on the same GPUs
+MODELS = (("deepseek-ai/DeepSeek-V3.2", "h200", 8, "meta-llama/Llama-3.1-70B"),
+          ("zai-org/GLM-5", "b300", 8, "meta-llama/Llama-3.1-70B"),
+          ("moonshotai/Kimi-K2-Instruct", "h200", 8, "meta-llama/Llama-3.1-70B"),
+          ("MiniMaxAI/MiniMax-M2.5", "h200", 4, "meta-llama/Llama-3.1-8B"))
+CTX = 8192
+BATCHES = (1, 16, 64)
+KS = (1, 3, 5)
+
+
+def predictor(model: str, device: str, tp: int, verify: str):
+    cfg = load({"model": model, "device": device, "parallel": {"tensor_parallel_size": tp}, "profiles": "shipped",
+                "speculative": {"method": "ngram", "num_speculative_tokens": 5, "verify_attention": verify},
+                "workload": {"num_requests": 4}})
+    p = prepare(cfg)
+    p.predictor.proposer = None
+    rc = ReplicaConfig(model_name="meta-llama/Llama-2-7b-hf", tensor_parallel_size=1, num_pipeline_stages=1,
+                       device="a100", network_device="a100_pairwise_nvlink")
+    return SpecDecExecutionTimePredictor(p.predictor, rc, CacheConfig(block_size=16, num_blocks=1000))
+
+
+def step_ms(pred, batch: int, k: int, ctx: int = CTX) -> float:
+    """One decode step (ms) of ``batch`` requests with ``k`` guesses each at ``ctx`` cached tokens."""
+    req = SimpleNamespace(is_prefill_complete=True, catchup_tokens=1, num_prefill_tokens=100)
+    b = SimpleNamespace(requests=[req] * batch, num_q_tokens=[k + 1] * batch,
+                        num_kv_tokens=[ctx + k + 1] * batch, total_num_q_tokens=batch * (k + 1), replica_id=0)
+    return pred.get_execution_time(b, 0).total_time * 1e3
+
+
+def per_request_bytes(spec, tp: int) -> int:
+    """KV bytes of one request at CTX tokens on one GPU: the target's, plus its MTP modules' when it has them."""
+    per_token = spec.kv_bytes_per_token(tp)
+    if spec.mtp_layers:
+        from dataclasses import replace
+        per_token += spec.mtp_layers * replace(spec, num_layers=1, sliding_layers=0).kv_bytes_per_token(tp)
+    return CTX * per_token
+
+
+def table() -> str:
+    size_rows, step_rows = [], []
+    for name, device, tp, dense in MODELS:
+        spec = KNOWN_MODELS[name]
+        verify = "per_token" if spec.is_sparse_attention else "shared_kv"
+        counts = moe.param_counts(spec)
+        w = memory.weight_bytes(spec, tp)
+        size_rows.append(f"| {name} | {device} × {tp} | {counts['total'] / 1e9:.1f} B / {counts['active'] / 1e9:.1f} B "
+                         f"| {w / 2**30:.1f} | {spec.kv_bytes_per_token(tp):,} | "
+                         f"{per_request_bytes(spec, tp) / 2**20:.0f} |")
+        pred, dpred = predictor(name, device, tp, verify), predictor(dense, device, tp, "shared_kv")
+        for batch in BATCHES:
+            base, dbase = step_ms(pred, batch, 0), step_ms(dpred, batch, 0)
+            ratios = " | ".join(f"{step_ms(pred, batch, k) / base:.2f}" for k in KS)
+            step_rows.append(f"| {name} | {batch} | {base:.2f} | {dbase:.2f} ({dense.split('/')[1]}) | {ratios} |")
+    return "\n".join([
+        BEGIN,
+        "| model | GPUs | weights total / active | weights per GPU (GiB) | KV bytes per token per GPU "
+        "| memory per request at 8k, per GPU (MiB) |",
+        "|---|---|---|---|---|---|",
+        *size_rows,
+        "",
+        f"| model | batch | step ms, k=0 | dense step ms, k=0 | " + " | ".join(f"k={k} / k=0" for k in KS) + " |",
+        "|---|---|---|---|" + "---|" * len(KS),
+        *step_rows,
+        END,
+    ])
+
+
+def main() -> int:
+    return docblock.main(DOC, table())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
