@@ -7,7 +7,7 @@ deployment of its example config in configs/: weights per GPU (the run's memory 
 context through the run's own predictor (target forward + LM head + sampling + overhead; no proposer time), at
 k = 0 against a dense model on the same GPUs, and at k = 1, 3, 5 over k = 0. Sparse-attention models are priced
 with ``verify_attention: per_token`` (each verify token runs its own indexer top-k), the others with the
-default. Prints the markdown block; ``--write`` puts it between the ``sparse-mla-models`` markers of
+default; then DeepSeek-V3 against DeepSeek-V3.2 by context. Prints the markdown block; ``--write`` puts it between the ``sparse-mla-models`` markers of
 docs/model.md (tests/test_sparse_attention_models.py fails while that block is stale).
 """
 
@@ -38,6 +38,8 @@ MODELS = (("deepseek-ai/DeepSeek-V3.2", "h200", 8, "meta-llama/Llama-3.1-70B"),
 CTX = 8192
 BATCHES = (1, 16, 64)
 KS = (1, 3, 5)
+PAIR = ("deepseek-ai/DeepSeek-V3.2", "h200", 8)  # against DeepSeek-V3, the same model with dense MLA
+CONTEXTS = (1024, 8192, 32768)
 
 
 def predictor(model: str, device: str, tp: int, verify: str):
@@ -83,6 +85,9 @@ def table() -> str:
             base, dbase = step_ms(pred, batch, 0), step_ms(dpred, batch, 0)
             ratios = " | ".join(f"{step_ms(pred, batch, k) / base:.2f}" for k in KS)
             step_rows.append(f"| {name} | {batch} | {base:.2f} | {dbase:.2f} ({dense.split('/')[1]}) | {ratios} |")
+    v3, v32 = predictor("deepseek-ai/DeepSeek-V3", "h200", 8, "shared_kv"), predictor(*PAIR, "per_token")
+    ctx_rows = [f"| {batch} | " + " | ".join(f"{step_ms(v3, batch, 0, c):.2f} / {step_ms(v32, batch, 0, c):.2f}"
+                                              for c in CONTEXTS) + " |" for batch in BATCHES]
     return "\n".join([
         BEGIN,
         "| model | GPUs | weights total / active | weights per GPU (GiB) | KV bytes per token per GPU "
@@ -93,6 +98,12 @@ def table() -> str:
         f"| model | batch | step ms, k=0 | dense step ms, k=0 | " + " | ".join(f"k={k} / k=0" for k in KS) + " |",
         "|---|---|---|---|" + "---|" * len(KS),
         *step_rows,
+        "",
+        "DeepSeek-V3 (dense MLA) / DeepSeek-V3.2 (sparse attention), step ms at k = 0 on 8 H200, by context:",
+        "",
+        "| batch | " + " | ".join(f"{c:,} tokens" for c in CONTEXTS) + " |",
+        "|---|" + "---|" * len(CONTEXTS),
+        *ctx_rows,
         END,
     ])
 
