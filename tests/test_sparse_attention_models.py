@@ -47,6 +47,7 @@ def test_indexer_weights_and_keys():
     assert V32.index_key_bytes == 132 and v3.index_key_bytes == 0  # vLLM: 128 fp8 bytes + one fp32 scale
     assert V32.kv_bytes_per_token(8) == 61 * (576 * 2 + 132)
     assert KNOWN_MODELS["zai-org/GLM-5"].kv_bytes_per_token(8) == 78 * (576 * 2 + 132)
+    assert replace(V32, kv_cache_dtype="fp8").kv_bytes_per_token(8) == 61 * (656 + 132)  # vLLM's fp8_ds_mla
     assert KNOWN_MODELS["MiniMaxAI/MiniMax-M2.5"].kv_bytes_per_token(4) == 62 * 2 * 2 * 128 * 2
 
 

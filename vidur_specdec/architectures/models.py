@@ -128,7 +128,12 @@ class ModelSpec:
         if dtype_bytes is None:
             dtype_bytes = self.kv_dtype_bytes
         if self.kv_lora_rank:  # + the sparse-attention indexer's fp8 key cache, replicated (0 when dense MLA)
-            return (dtype_bytes * (self.kv_lora_rank + self.qk_rope_head_dim) + self.index_key_bytes) * self.num_layers
+            latent = dtype_bytes * (self.kv_lora_rank + self.qk_rope_head_dim)
+            if self.index_topk and dtype_bytes == 1:
+                # vLLM 0.33 v1/attention/backends/mla/flashmla_sparse.py, fp8_ds_mla: 512 fp8 values, one fp32
+                # scale per 128 of them, the rope part in bf16 (656 B for DeepSeek-V3.2)
+                latent = self.kv_lora_rank + self.kv_lora_rank // 128 * 4 + 2 * self.qk_rope_head_dim
+            return (latent + self.index_key_bytes) * self.num_layers
         kv_heads = -(-self.num_kv_heads // tp)
         return 2 * dtype_bytes * self.head_dim * kv_heads * (self.num_layers - self.sliding_layers)
 
