@@ -70,6 +70,27 @@ def per_request_bytes(spec, tp: int) -> int:
     return CTX * per_token
 
 
+def module_line() -> str:
+    """The measured attention modules behind the comparison: DSA (DeepSeek-V3.2) and dense MLA (DeepSeek-V3)."""
+    from vidur_specdec.costs.kernels import table_data as TD
+
+    def at(op, table, model, batch, step):
+        df = TD.load("h200_sxm", op, "vllm", "0.24.0", table)
+        df = df[(df.model == model) & (df.num_heads == 16) & (df.gemm_type == "fp8_block")
+                & (df.kv_cache_dtype == "bfloat16") & (df.batch_size == batch) & (df.step == step)]
+        return float(df.sort_values("kernel_source").latency.iloc[0])
+
+    cells = []
+    for batch in (1, 64):
+        for step in (4, 8192, 32768):
+            dsa = at("sparse_attention", "dsa_generation_module_perf", PAIR[0], batch, step)
+            mla = at("mla", "mla_generation_module_perf", "deepseek-ai/DeepSeek-V3", batch, step)
+            cells.append(f"batch {batch}, {step:,} tokens: {dsa:.3f} / {mla:.3f}")
+    return ("Measured attention modules per layer on H200 (vLLM 0.24.0, 16 heads per GPU, ms), DSA "
+            "(`dsa_generation_module`, DeepSeek-V3.2) / dense MLA (`mla_generation_module`, DeepSeek-V3): "
+            + "; ".join(cells) + ".")
+
+
 def table() -> str:
     size_rows, step_rows = [], []
     for name, device, tp, dense in MODELS:
@@ -104,6 +125,8 @@ def table() -> str:
         "| batch | " + " | ".join(f"{c:,} tokens" for c in CONTEXTS) + " |",
         "|---|" + "---|" * len(CONTEXTS),
         *ctx_rows,
+        "",
+        module_line(),
         END,
     ])
 

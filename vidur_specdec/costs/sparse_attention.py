@@ -16,9 +16,9 @@ runs, per query token:
 Decode rows (``attn_decode``, ``batch`` requests of one query each): the sum of the three. Where
 AIConfigurator holds a measured ``dsa_generation_module`` table for the GPU and model
 (:data:`TABLE_SOURCES`: vLLM 0.24.0, else SGLang 0.5.14, same FlashMLA-sparse and DeepGEMM kernels),
-the context-dependent part (indexer + sparse MLA) grows as the table's module latency grows with the
-context: ``core(b, ctx) = roofline core(b, c0) + T(b, ctx) - T(b, c0)`` (``c0``: the table's shortest
-context; the module's projections cancel in the difference). Prefill rows (``attn_prefill``, a chunk of
+the layer's whole attention is the measured module ``T(b, ctx)``: ``attn_decode`` is ``T`` less the attention
+ops the run already charges on those tokens (its projections, rope and reshapes), never below the roofline
+of the three parts above. Prefill rows (``attn_prefill``, a chunk of
 ``c`` tokens after ``kv``): projections on ``c`` tokens, the causal indexer over ``kv + c`` keys, and the
 dense MLA prefill price scaled by the share of (query, key) pairs the top-k keeps. Every time is ms for
 one layer on one GPU; sizes in tokens.
@@ -135,18 +135,18 @@ def source(kernels, spec, tp: int) -> str:
     return t[0] if t else "built"
 
 
-def decode_core_ms(kernels, spec, tp: int, bs, kv):
-    """Indexer + top-k + sparse MLA of ``bs`` one-query requests at context ``kv`` (ms): table growth or roofline."""
+def decode_ms(kernels, spec, tp: int, bs, kv, charged):
+    """``attn_decode`` of ``bs`` one-query requests at context ``kv`` (ms): the measured DSA module less the
+    attention ops the run already charges (``charged``: its projections, rope and reshapes at ``bs`` tokens),
+    never below the roofline (projections + indexer + sparse MLA); the roofline alone without a table."""
+    bs, kv = np.asarray(bs, dtype=float), np.asarray(kv, dtype=float)
+    roofline = projections_ms(kernels, spec, bs) + decode_core_roofline(kernels, spec, tp, bs, kv)
     t = _table(kernels, spec, tp)
     if t is None:
-        return decode_core_roofline(kernels, spec, tp, bs, kv)
+        return roofline
     from vidur_specdec.costs.kernels import table_data as TD
 
-    xs, ys, z = t[1]
-    bs, kv = np.asarray(bs, dtype=float), np.asarray(kv, dtype=float)
-    c0 = float(ys[0])
-    growth = np.maximum(TD.grid2(bs, np.maximum(kv, c0), xs, ys, z) - TD.grid2(bs, c0, xs, ys, z), 0.0)
-    return decode_core_roofline(kernels, spec, tp, bs, np.minimum(kv, c0)) + growth
+    return np.maximum(TD.grid2(bs, kv, *t[1]) - charged, roofline)
 
 
 def prefill_ms(kernels, spec, tp: int, chunk, kv):
@@ -168,6 +168,9 @@ def attention_op_times(kernels, spec, tp: int, out: Dict, batch_size, kv_cache_s
                                           (batch_size, kv_cache_size, prefill_chunk_size)))
     pre = chunk > 0
     b = np.where(pre, 1.0, bs)
-    dec = projections_ms(kernels, spec, b) + decode_core_ms(kernels, spec, tp, b, kv)
+    linear = kernels.mlp_op_times(spec, tp, b)
+    charged = sum(np.asarray(linear[op], dtype=float) for op in ("attn_pre_proj", "attn_post_proj", "attn_rope"))
+    charged = charged + out["attn_input_reshape"] + out["attn_output_reshape"]
+    dec = decode_ms(kernels, spec, tp, b, kv, charged)
     pf = prefill_ms(kernels, spec, tp, np.where(pre, chunk, 1.0), kv)
     return {**out, "attn_decode": np.where(pre, np.nan, dec), "attn_prefill": np.where(pre, pf, np.nan)}
