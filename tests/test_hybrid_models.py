@@ -19,7 +19,11 @@ def test_layer_plan_gives_every_known_model_its_old_kv_and_no_state(name):
     m = KNOWN_MODELS[name]
     for tp in (1, 8):
         b = m.kv_dtype_bytes
-        if m.kv_lora_rank:
+        if m.kv_lora_rank and m.index_topk:  # sparse attention: the latent (fp8_ds_mla at an fp8 cache) + index key
+            latent = (m.kv_lora_rank + m.kv_lora_rank // 128 * 4 + 2 * m.qk_rope_head_dim if b == 1
+                      else b * (m.kv_lora_rank + m.qk_rope_head_dim))
+            old = (latent + m.index_key_bytes) * m.num_layers
+        elif m.kv_lora_rank:
             old = b * (m.kv_lora_rank + m.qk_rope_head_dim) * m.num_layers
         else:
             old = 2 * b * m.head_dim * -(-m.num_kv_heads // tp) * (m.num_layers - m.sliding_layers)

@@ -129,7 +129,7 @@ def attention_params(spec, tp: int = 1) -> int:
         q = (h * spec.q_lora_rank + spec.q_lora_rank * H * qk) if spec.q_lora_rank else h * H * qk
         kv = h * (spec.kv_lora_rank + spec.qk_rope_head_dim)  # replicated: the shared latent
         kv += spec.kv_lora_rank * H * (nope + spec.v_head_dim)
-        return q + kv + H * spec.v_head_dim * h
+        return q + kv + H * spec.v_head_dim * h + sum(indexer_params(spec))
     kv = -(-spec.num_kv_heads // tp)
     n = h * spec.head_dim * (H + 2 * kv) + H * spec.head_dim * h
     if getattr(spec, "attn_output_gate", False):  # Qwen3-Next/3.5: q_proj also emits a per-head output gate
@@ -139,8 +139,31 @@ def attention_params(spec, tp: int = 1) -> int:
     return n
 
 
+def indexer_params(spec) -> tuple:
+    """(wq_b, wk + weights_proj) weights of one layer's sparse-attention indexer, on every GPU (0, 0 when dense).
+
+    vLLM 0.33 ``deepseek_v2.py`` ``Indexer``: ``wq_b`` (q_lora_rank -> heads x head dim) is replicated at the
+    checkpoint's format; the fused ``wk_weights_proj`` (hidden -> head dim + heads) is replicated in bf16.
+    """
+    if not getattr(spec, "index_topk", 0):
+        return 0, 0
+    hi, di = spec.index_n_heads, spec.index_head_dim
+    return (spec.q_lora_rank or spec.hidden_size) * hi * di, spec.hidden_size * (di + hi)
+
+
+def _mla_kv(spec, tp: int, dtype_bytes: int) -> int:
+    """One layer's MLA KV per token (bytes): the shared latent + rope key, replicated on every GPU; with
+    DeepSeek sparse attention also the indexer's fp8 key (``ModelSpec.index_key_bytes``), and at an fp8 cache
+    vLLM 0.33's ``fp8_ds_mla`` layout (``v1/attention/backends/mla/flashmla_sparse.py``: 512 fp8 values, one
+    fp32 scale per 128 of them, the rope part in bf16; 656 B for DeepSeek-V3.2)."""
+    latent = dtype_bytes * (spec.kv_lora_rank + spec.qk_rope_head_dim)
+    if getattr(spec, "index_topk", 0) and dtype_bytes == 1:
+        latent = spec.kv_lora_rank + spec.kv_lora_rank // 128 * 4 + 2 * spec.qk_rope_head_dim
+    return latent + spec.index_key_bytes
+
+
 register_mixer(Mixer("full_attention", _gqa_kv, attention_params))
-register_mixer(Mixer("mla", lambda s, tp, b: b * (s.kv_lora_rank + s.qk_rope_head_dim), attention_params))
+register_mixer(Mixer("mla", _mla_kv, attention_params))
 register_mixer(Mixer("sliding_attention", lambda s, tp, b: 0, attention_params, window=lambda s: s.sliding_window),
                count=lambda s: s.sliding_layers)
 

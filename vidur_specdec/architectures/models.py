@@ -66,6 +66,11 @@ class ModelSpec:
     mamba_ssm_dtype: str = ""  # recurrent-state element: "" (model dtype, bf16) or float32
     chunked_layers: int = 0  # layers of chunked local attention (Llama 4, architectures/llama4.py)
     attention_chunk_size: int = 0  # tokens of one attention chunk
+    # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5; 0: dense MLA): a lightning indexer of index_n_heads heads of
+    # index_head_dim scores every cached token, then MLA attends the index_topk best (costs/sparse_attention.py)
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0  # tokens
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -96,6 +101,21 @@ class ModelSpec:
     def embedding_params(self, tp: int = 1) -> int:
         """Embedding + LM-head weights on one of ``tp`` GPUs (vocabulary-parallel); once when tied."""
         return (1 if self.tie_word_embeddings else 2) * self.vocab_size * self.hidden_size // tp
+
+    @property
+    def is_sparse_attention(self) -> bool:
+        """True for DeepSeek sparse attention: an indexer picks ``index_topk`` tokens for MLA to attend."""
+        return self.index_topk > 0
+
+    @property
+    def index_key_bytes(self) -> int:
+        """Bytes of one token's indexer key in one layer: fp8 keys + one fp32 scale per 128 values.
+
+        vLLM 0.33 ``model_executor/models/deepseek_v2.py`` (``Indexer``: ``head_dim + head_dim //
+        quant_block_size * 4``, block 128): 132 B at ``index_head_dim`` 128; 0 without sparse attention.
+        """
+        d = self.index_head_dim if self.index_topk else 0
+        return d + d // 128 * 4
 
     @property
     def kv_dtype_bytes(self) -> int:
@@ -139,7 +159,7 @@ _MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense_lay
                "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers",
                "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
-               "chunked_layers", "attention_chunk_size")
+               "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk")
 
 
 def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
@@ -183,6 +203,23 @@ KNOWN_MODELS: Dict[str, ModelSpec] = {
                     kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8",
                     mtp_layers=1)
           for n in ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1")),
+        # DeepSeek sparse attention (MLA + an indexer picking index_topk tokens), MLA and GQA MoE targets:
+        # aiconfigurator-core 0.12.0 model_configs/<org>--<name>_config.json (each repository's config.json;
+        # tests/test_sparse_attention_models.py checks these against them)
+        ModelSpec("deepseek-ai/DeepSeek-V3.2", 61, 7168, 128, 1, 18432, 129280, 163840, head_dim=192, num_experts=256,
+                  experts_per_token=8, expert_ffn_size=2048, dense_layers=3, shared_ffn_size=2048, kv_lora_rank=512,
+                  q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8", mtp_layers=1,
+                  index_n_heads=64, index_head_dim=128, index_topk=2048),
+        *(ModelSpec(n, 78, 6144, 64, 1, 12288, 154880, 202752, head_dim=256, num_experts=256, experts_per_token=8,
+                    expert_ffn_size=2048, dense_layers=3, shared_ffn_size=2048, kv_lora_rank=512, q_lora_rank=2048,
+                    qk_rope_head_dim=64, v_head_dim=256, quantization=q, mtp_layers=1, index_n_heads=32,
+                    index_head_dim=128, index_topk=2048)
+          for n, q in (("zai-org/GLM-5", ""), ("zai-org/GLM-5-FP8", "fp8"))),
+        ModelSpec("moonshotai/Kimi-K2-Instruct", 61, 7168, 64, 1, 18432, 163840, 131072, head_dim=192,
+                  num_experts=384, experts_per_token=8, expert_ffn_size=2048, dense_layers=1, shared_ffn_size=2048,
+                  kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, quantization="fp8"),
+        ModelSpec("MiniMaxAI/MiniMax-M2.5", 62, 3072, 48, 8, 1536, 200064, 196608, head_dim=128, num_experts=256,
+                  experts_per_token=8, expert_ffn_size=1536, quantization="fp8"),
         *(ModelSpec(n, layers, 2880, 64, 8, 2880, 201088, 131072, head_dim=64, num_experts=experts,
                     experts_per_token=4, expert_ffn_size=2880, expert_bias=True, sliding_window=128,
                     sliding_layers=layers // 2, quantization="mxfp4")
@@ -195,7 +232,7 @@ _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_si
                "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
                "sliding_window", "sliding_layers", "mtp_layers", "linear_layers", "linear_num_key_heads",
                "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
-               "chunked_layers", "attention_chunk_size")
+               "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk")
 _ZERO_OK = ("head_dim",) + _MOE_FIELDS
 
 
@@ -266,6 +303,10 @@ def _check_shape(spec: ModelSpec, where: str) -> None:
     if spec.linear_layers and not all(gdn):
         raise ModelError(f"{where}: linear_layers needs linear_num_key_heads, linear_num_value_heads, "
                          "linear_key_head_dim, linear_value_head_dim and linear_conv_kernel_dim")
+    index = (spec.index_n_heads, spec.index_head_dim, spec.index_topk)
+    if any(index) and not (all(index) and spec.kv_lora_rank):
+        raise ModelError(f"{where}: sparse attention needs index_n_heads, index_head_dim and index_topk all set, "
+                         "on a multi-head latent attention model (kv_lora_rank)")
     if spec.num_heads % spec.num_kv_heads:
         raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
     if spec.hidden_size % spec.num_heads:

@@ -11,6 +11,13 @@ Four architectures are read, each by its own ``config.json`` field names
   layers), the MLA ranks; ``quantization_config`` fp8
 * ``GptOssForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size``
   (= expert width), ``layer_types``/``sliding_window``; ``quantization_config`` mxfp4
+* ``DeepseekV32ForCausalLM``, ``GlmMoeDsaForCausalLM`` — DeepseekV3's fields plus DeepSeek sparse
+  attention: ``index_n_heads``, ``index_head_dim``, ``index_topk`` (GLM-5 also ``qk_head_dim``, checked
+  against ``qk_nope_head_dim + qk_rope_head_dim``)
+* ``MiniMaxM2ForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size``
+  (= expert width), ``head_dim``, ``shared_intermediate_size`` (must be 0: vLLM 0.33's
+  ``minimax_m2.py`` has no shared expert); its ``num_mtp_modules`` are skipped by vLLM 0.33's loader,
+  so the model has no MTP drafter here
 
 A config that carries an expert field its architecture does not define (for
 example a Mixtral config relabelled ``LlamaForCausalLM`` that still has
@@ -23,10 +30,14 @@ from __future__ import annotations
 from typing import Mapping
 
 from vidur_specdec.architectures.errors import ModelError
-from vidur_specdec.architectures.layer_plan import attention_params, mixer_params  # noqa: F401 (attention_params re-exported)
+from vidur_specdec.architectures.layer_plan import attention_params, indexer_params, mixer_params  # noqa: F401 (re-exported)
 from vidur_specdec.config import ConfigError
 
-MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM")
+MOE_ARCHITECTURES = ("Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM",
+                     "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "MiniMaxM2ForCausalLM")
+# DeepSeek-V3-shaped (MLA + MoE with shared experts); the last two add DeepSeek sparse attention
+_DEEPSEEK_LIKE = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
+_SPARSE_ATTENTION = ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM")
 
 # Every config.json key (across Hugging Face MoE families) that says something about experts.
 EXPERT_KEYS = frozenset({
@@ -45,7 +56,10 @@ _MODELED = {
     "DeepseekV3ForCausalLM": {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
                               "first_k_dense_replace", "moe_layer_freq", "ep_size", "n_group", "topk_group"},
     "GptOssForCausalLM": {"num_local_experts", "num_experts_per_tok", "experts_per_token"},
+    "MiniMaxM2ForCausalLM": {"num_local_experts", "num_experts_per_tok", "shared_intermediate_size"},
 }
+for _a in _SPARSE_ATTENTION:
+    _MODELED[_a] = _MODELED["DeepseekV3ForCausalLM"]
 # Bytes per weight of each checkpoint format: bf16 2; fp8 e4m3 1 (+ one fp32 scale per 128x128 block,
 # 1/4096, left out); MXFP4 4 bits + one e8m0 scale byte per 32 values = 4.25 bits (OCP MX spec v1.0).
 BYTES_PER_WEIGHT = {"": 2.0, "bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8.0}
@@ -89,7 +103,7 @@ def _quantization(cfg: Mapping, arch: str, where: str) -> str:
         return ""
     method = q.get("quant_method") if isinstance(q, Mapping) else None
     if method == "fp8" and arch != "GptOssForCausalLM":
-        if q.get("fmt", "e4m3") != "e4m3" or q.get("activation_scheme", "dynamic") != "dynamic":
+        if q.get("fmt", "e4m3") not in ("e4m3", "float8_e4m3fn") or q.get("activation_scheme", "dynamic") != "dynamic":
             raise _err(where, "quantization_config", "fp8 other than e4m3 with dynamic activations is not modeled")
         return "fp8"
     if method == "mxfp4" and arch == "GptOssForCausalLM":
@@ -136,7 +150,9 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
         d.update(num_experts=_int(cfg, "num_local_experts", where), expert_ffn_size=f, ffn_size=f)
         if cfg.get("head_dim"):
             d["head_dim"] = _int(cfg, "head_dim", where)
-    elif arch == "DeepseekV3ForCausalLM":
+    elif arch == "MiniMaxM2ForCausalLM":
+        _minimax_m2(cfg, d, where)
+    elif arch in _DEEPSEEK_LIKE:
         if cfg.get("ep_size", 1) != 1:
             raise _err(where, "ep_size", "must be 1 (expert parallelism is a deployment setting, not the model's)")
         k_dense = _int(cfg, "first_k_dense_replace", where, default=0, minimum=0)
@@ -152,6 +168,8 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
                  q_lora_rank=_int(cfg, "q_lora_rank", where, default=0, minimum=0), qk_rope_head_dim=rope,
                  v_head_dim=_int(cfg, "v_head_dim", where),
                  mtp_layers=_int(cfg, "num_nextn_predict_layers", where, default=0, minimum=0))
+        if arch in _SPARSE_ATTENTION:
+            _sparse_attention(cfg, d, where)
     else:  # GptOssForCausalLM
         k = d["experts_per_token"]
         if "experts_per_token" in cfg and cfg["experts_per_token"] != k:
@@ -168,6 +186,31 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
     return d
 
 
+def _sparse_attention(cfg: Mapping, d: dict, where: str) -> None:
+    """DeepSeek sparse attention's indexer fields (DeepSeek-V3.2, GLM-5) into ``d``."""
+    d.update(index_n_heads=_int(cfg, "index_n_heads", where), index_head_dim=_int(cfg, "index_head_dim", where),
+             index_topk=_int(cfg, "index_topk", where))
+    qk = d["head_dim"]  # qk_nope_head_dim + qk_rope_head_dim
+    if cfg.get("qk_head_dim") is not None and _int(cfg, "qk_head_dim", where) != qk:
+        raise _err(where, "qk_head_dim", f"({cfg['qk_head_dim']}) is not qk_nope_head_dim + qk_rope_head_dim ({qk})")
+    if d["index_head_dim"] % 128:
+        raise _err(where, "index_head_dim", "must be a multiple of 128 (vLLM's fp8 indexer keys: one scale per 128)")
+
+
+def _minimax_m2(cfg: Mapping, d: dict, where: str) -> None:
+    """MiniMax-M2's fields into ``d``: GQA attention, every layer MoE (vLLM 0.33 ``minimax_m2.py``)."""
+    if _int(cfg, "shared_intermediate_size", where, default=0, minimum=0):
+        raise _err(where, "shared_intermediate_size", "is not 0; vLLM 0.33's MiniMax-M2 has no shared expert")
+    if _bool(cfg, "attention_bias", where):
+        raise _err(where, "attention_bias", "is true; MiniMax-M2's attention biases are not modeled")
+    if cfg.get("attn_type_list") and any(t != 1 for t in cfg["attn_type_list"]):
+        raise _err(where, "attn_type_list", "names linear-attention layers (MiniMax-M1); only full attention "
+                   "(MiniMax-M2) is modeled")
+    f = _int(cfg, "intermediate_size", where)
+    d.update(num_experts=_int(cfg, "num_local_experts", where), expert_ffn_size=f, ffn_size=f,
+             head_dim=_int(cfg, "head_dim", where, default=d["hidden_size"] // d["num_heads"]))
+
+
 # --------------------------------------------------------------------------- counts and bytes
 
 
@@ -176,6 +219,7 @@ def _mixers(spec, tp: int) -> int:
     if not getattr(spec, "linear_layers", 0):
         return spec.num_layers * attention_params(spec, tp)
     return mixer_params(spec, tp)
+
 
 
 def expert_params(spec) -> int:
@@ -213,6 +257,7 @@ def weight_bytes(spec, tp: int = 1, experts_per_gpu=None) -> float:
     exp_b = BYTES_PER_WEIGHT[q] if q in ("fp8", "mxfp4") else 2.0
     L, Lm, h = spec.num_layers, spec.num_moe_layers, spec.hidden_size
     body = lin * _mixers(spec, tp)
+    body += (2.0 - lin) * L * indexer_params(spec)[1]  # the sparse-attention indexer's wk + weights_proj stay bf16
     body += lin * (L - Lm) * 3 * h * spec.ffn_size / tp
     body += Lm * (2.0 * router_params(spec) + lin * 3 * h * spec.shared_ffn_size / tp)
     matrices = 3 * h * spec.expert_ffn_size

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Sequence, Tuple, Union
 
+from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.costs.kernels.base import NO_MOE, OP_FAMILIES, KernelSource
 from vidur_specdec.costs.profiles import builder as B
 from vidur_specdec.costs.profiles import params as P
@@ -81,7 +82,10 @@ class RooflineKernels(KernelSource):
         return B.mlp_op_times(spec, self.fields, tp, num_tokens)
 
     def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
-        return B.attention_op_times(spec, self.fields, tp, batch_size, kv_cache_size, prefill_chunk_size)
+        out = B.attention_op_times(spec, self.fields, tp, batch_size, kv_cache_size, prefill_chunk_size)
+        if SA.applies(spec):  # DeepSeek sparse attention: indexer + top-k MLA (the tables' module growth, if any)
+            return SA.attention_op_times(self, spec, tp, out, batch_size, kv_cache_size, prefill_chunk_size)
+        return out
 
     def sources(self, tp: int = 1, specs: Sequence = (), ep: int = 1) -> Dict[str, str]:
         out = {f: BUILT for f in OP_FAMILIES}

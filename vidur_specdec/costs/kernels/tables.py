@@ -41,6 +41,7 @@ import numpy as np
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
 from vidur_specdec.costs import moe_layer
+from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.costs.kernels import gdn as GDN
 from vidur_specdec.costs.kernels import mla_table as MLA
 from vidur_specdec.costs.kernels import table_data as TD
@@ -128,6 +129,9 @@ class TableKernels(RooflineKernels):
             labels = [r.label(phase) for r in readers]
             if all(labels):
                 out[f"attention_{phase}"] = " + ".join(dict.fromkeys(labels)) or self._measured()
+        if specs and SA.applies(specs[0]):  # the target's DSA: decode from its module table (or built); prefill built
+            out["attention_decode"] = SA.source(self, specs[0], tp)
+            out["attention_prefill"] = BUILT
         if tp in AR_WORLDS:
             out["all_reduce"] = (self._measured("vllm", self.ar_version) + f" and nccl {self.nccl_version}"
                                  if self.algorithm == "vllm_custom" else self._measured("nccl", self.nccl_version))
@@ -156,7 +160,7 @@ class TableKernels(RooflineKernels):
         return moe_layer.moe_layer_ms(spec, self.fields, tp, groups, ep=ep, routed=curve)
 
     def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1):
-        out = [w for s in specs for w in self._attention(s, tp).warnings()]
+        out = [w for s in specs if not SA.applies(s) for w in self._attention(s, tp).warnings()]
         if specs and getattr(specs[0], "linear_layers", 0) and GDN.table(self.system, specs[0], tp) is None:
             out.append(f"no gdn_perf rows for {specs[0].name}'s linear-attention shape at tensor_parallel_size "
                        f"{tp} on {self.system}; its linear-attention layers are priced on the roofline")
@@ -301,6 +305,8 @@ class TableKernels(RooflineKernels):
 
     def attention_op_times(self, spec, tp: int, batch_size, kv_cache_size, prefill_chunk_size):
         out = super().attention_op_times(spec, tp, batch_size, kv_cache_size, prefill_chunk_size)
+        if SA.applies(spec):  # DeepSeek sparse attention: priced by super() (costs/sparse_attention.py, its tables)
+            return out
         bs, kv, chunk = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in
                                               (batch_size, kv_cache_size, prefill_chunk_size)))
         return self._attention(spec, tp).op_times(out, bs, kv, chunk)

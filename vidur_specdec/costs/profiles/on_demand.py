@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
+from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec
 from vidur_specdec.architectures.models import KNOWN_MODELS, ModelSpec
 from vidur_specdec.costs.profiles import SHIPPED
@@ -98,6 +99,8 @@ def build_key(model: ModelSpec, device: DeviceSpec, tp: int, context: int, chunk
             "tp": int(tp), "context": int(context), "chunk": int(chunk)}
     if _priced_by(kernels) is not None:
         data["kernels"] = dict(kernels.identity())
+    if SA.applies(model):  # DeepSeek sparse attention is priced by its own module (its code joins the key)
+        data["sparse_attention"] = SA.CODE_DIGEST
     text = json.dumps(data, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -123,7 +126,12 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
 
     spec = ModelSpec(**{**model.to_dict(), "max_model_len": int(context)})
     try:
-        return write_profile(spec, device, tp, folder, max_chunk=chunk, kernels=_priced_by(kernels))
+        priced = _priced_by(kernels)
+        if priced is None and SA.applies(spec):  # the roofline through the kernel seam, which routes DSA layers
+            from vidur_specdec.costs.kernels.roofline import RooflineKernels
+
+            priced = kernels if kernels is not None else RooflineKernels(device)
+        return write_profile(spec, device, tp, folder, max_chunk=chunk, kernels=priced)
     except OSError as e:
         raise ConfigError(f"predictor.cache_dir: cannot write a built profile to {folder}: "
                           f"{e.strerror or type(e).__name__}") from None
