@@ -104,6 +104,10 @@ def test_a_full_decode_instance_makes_transfers_wait_and_every_request_still_fin
     ({"disaggregation": {**PD, "decode": {"tensor_parallel_size": 1}}, "model": "meta-llama/Llama-3.1-70B-Instruct"},
      "disaggregation.decode.tensor_parallel_size:"),
     ({"disaggregation": PD, "parallel": {"num_replicas": 2}}, "parallel.num_replicas:"),
+    # a decode pool with another drafter than the prefill pool's (EAGLE against EAGLE-3)
+    ({"disaggregation": {**PD, "decode": {"speculative": {"method": "eagle",
+                                                           "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"}}},
+      "speculative": {"method": "eagle3", "num_speculative_tokens": 3}}, "disaggregation.decode.speculative:"),
 ])
 def test_bad_pool_configs_are_refused_in_one_line(over, key):
     with pytest.raises(ConfigError) as e:

@@ -6,7 +6,9 @@
 # calibration table in docs/model.md (scripts/eagle_calibration.py), the n-gram proposal-rate table in
 # docs/model.md (scripts/ngram_rate.py), the draft-KV transferred-vs-recomputed table in docs/model.md
 # (scripts/draft_kv_recompute.py) and the builder-against-measured-kernel-tables error table in
-# docs/profiles.md (scripts/kernel_error.py).
+# docs/profiles.md (scripts/kernel_error.py), and the colocated-vs-disaggregated sweep
+# (sweeps/disaggregation.yaml, kept off the results page) with its table in docs/model.md
+# (scripts/disagg_compare.py).
 # Run after any change to the simulator, the profiles or the sweep files (a few minutes on 2 cores):
 #   sweeps/results/regenerate.sh            (PYTHON=/path/to/python to choose the interpreter)
 # tests/test_sweep_recorded.py and tests/test_report.py fail while the recorded files are stale.
@@ -34,3 +36,7 @@ for name in "${SWEEPS[@]}"; do CSVS+=("sweeps/results/$name.csv"); done
 "$PY" scripts/ngram_rate.py --write
 "$PY" scripts/draft_kv_recompute.py --write
 "$PY" scripts/kernel_error.py --write
+# Colocated vs 1P1D vs 2P2D: its own CSV and the table in docs/model.md written from it
+"$PY" -m vidur_specdec.main --config sweeps/disaggregation.yaml --output-dir "$TMP/disaggregation"
+cp "$TMP/disaggregation/disaggregation.csv" sweeps/results/disaggregation.csv
+"$PY" scripts/disagg_compare.py --write

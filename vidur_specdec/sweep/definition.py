@@ -26,7 +26,7 @@ from vidur_specdec.config import unused
 from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
-from vidur_specdec.sweep.worker import METRIC_COLUMNS
+from vidur_specdec.sweep.worker import METRIC_COLUMNS, POOL_METRIC_COLUMNS
 from vidur_specdec import __version__
 
 SWEEP_KEYS = ("sweep", "base", "grid", "rows")
@@ -296,6 +296,7 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
                               f"{out[j].describe()} | {', '.join(f'{k}={fmt_value(v)}' for k, v in ov.items())}")
         seen[rid] = i
         d.pop("speculative")
+        d.get("disaggregation", {}).pop("draft_kv", None)  # speculation's (a drafter's KV): same load as its baseline
         out.append(SweepRow(i, ov, cfg, rid, short_sha(canonical_json(d))))
 
     why = unused.unused_in_all(base_keys, [r.config for r in out])
@@ -313,7 +314,8 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
             if k not in std_keys and all(k != c for c, _ in params):
                 params.append((k, k))
                 std_keys.add(k)
-    columns = ["row", "row_id"] + [c for c, _ in params] + METRIC_COLUMNS + ["tpot_speedup", "speedup_above_acceptance",
+    metrics = METRIC_COLUMNS + (POOL_METRIC_COLUMNS if any(r.config.disaggregation.enabled for r in out) else [])
+    columns = ["row", "row_id"] + [c for c, _ in params] + metrics + ["tpot_speedup", "speedup_above_acceptance",
                                                                              "baseline_row",
                                                                              "sweep_hash"]
     baselines = {r.load_id: r.index for r in out if r.is_baseline}

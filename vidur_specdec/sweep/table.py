@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional
 
 from vidur_specdec.sweep.definition import Sweep, fmt_value, _get_dotted
-from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS
+from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS, POOL_METRIC_COLUMNS
 
 FLOAT_FORMAT = "%.6f"
 
@@ -50,7 +50,7 @@ def csv_text(sweep: Sweep, results: Mapping[int, Dict], only: Optional[Iterable[
                         "acceptance_rate":
                     v = None
             cells.append(_fmt_cell(v))
-        for c in METRIC_COLUMNS:
+        for c in METRIC_COLUMNS + [c for c in POOL_METRIC_COLUMNS if c in sweep.columns]:
             cells.append(_fmt_cell(m.get(c), True, c in INT_METRICS))
         b = sweep.baseline_of.get(r.index)
         speedup = None

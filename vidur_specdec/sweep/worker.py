@@ -20,6 +20,13 @@ METRIC_COLUMNS = [
     "makespan_s", "mean_step_ms", "num_steps", "restarts",
 ]
 INT_METRICS = {"num_steps", "restarts"}
+# Recorded only when a sweep has rows with prefill and decode pools (disaggregation.*): the mean TTFT and
+# its four parts (they add up to it, ms), and each pool's utilisation (busy instance-time / instance-time).
+# Colocated rows of such a sweep leave them empty; a sweep without pools has no such columns.
+POOL_METRIC_COLUMNS = [
+    "ttft_ms_mean", "ttft_queue_ms_mean", "ttft_prefill_ms_mean", "ttft_kv_transfer_ms_mean",
+    "ttft_first_decode_ms_mean", "prefill_utilization", "decode_utilization",
+]
 
 
 def metrics_problem(metrics) -> Optional[str]:
@@ -34,10 +41,10 @@ def metrics_problem(metrics) -> Optional[str]:
     missing = [c for c in METRIC_COLUMNS if c not in metrics]
     if missing:
         return f"metric {missing[0]} is missing"
-    extra = sorted(k for k in metrics if k not in METRIC_COLUMNS)
+    extra = sorted(k for k in metrics if k not in METRIC_COLUMNS and k not in POOL_METRIC_COLUMNS)
     if extra:
         return f"unknown metric {extra[0]}"
-    for c in METRIC_COLUMNS:
+    for c in METRIC_COLUMNS + [c for c in POOL_METRIC_COLUMNS if c in metrics]:
         v = metrics[c]
         if v is None:
             continue
@@ -64,6 +71,12 @@ def row_metrics(result) -> Dict[str, float]:
     m["mean_step_ms"] = s["mean_step_ms"]
     m["num_steps"] = s["num_steps"]
     m["restarts"] = s["restarts"]
+    if "ttft_parts_ms" in s:  # prefill and decode pools
+        m["ttft_ms_mean"] = s["ttft_ms"]["mean"]
+        for part, v in s["ttft_parts_ms"].items():
+            m[f"ttft_{part}_ms_mean"] = v["mean"]
+        for role in ("prefill", "decode"):
+            m[f"{role}_utilization"] = s["pools"][role]["utilization"]
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in m.items()}
 
 

@@ -41,6 +41,8 @@ def explain(ev: Evaluator, res, sched: Setting) -> Dict:
     """``{"percentile", "none": {...}, "speculative": {...}}``: per setting, the loads that met and failed and why."""
     slo = ev.slo
     out: Dict = {"percentile": slo["percentile"], "ttft_ms": slo["ttft_ms"], "tpot_ms": slo["tpot_ms"]}
+    if ev.base.disaggregation.enabled:
+        out["disaggregated"] = True  # prefill and decode pools: speculation meets TTFT only on the decode side
     for name, setting in (("none", Setting(0)), ("speculative", sched)):
         cap, bracket = res.capacity.get(name), res.capacity_bracket.get(name)
         entry: Dict = {"met": None if cap is None else ev.axis.fmt(cap), "failed": None}
@@ -112,7 +114,13 @@ def sentence(expl: Dict, unit_words, closed_loop: bool = False) -> str:
         (sp.get("no_speculation_at_failed") or {}).get(f"ttft_ms_p{pct}") or float("inf"))
     lower = (expl.get("speculative") or {}).get("met") is not None and (expl.get("none") or {}).get("met") \
         is not None and float(expl["speculative"]["met"]) < float(expl["none"]["met"])
-    if "ttft" in binds and (worse or lower):
+    if "ttft" in binds and (worse or lower) and expl.get("disaggregated"):
+        parts.append("What lowers capacity with speculation here: prefills run on their own pool, so guesses "
+                     "reach TTFT only on the decode pool, through each request's first decode step (it shares "
+                     "a step with the other requests' k + 1 verify tokens) and through the decode KV room a "
+                     "transfer waits for (each decoding request holds k lookahead slots more)"
+                     + (", so capacity with the schedule is lower" if lower else "") + ".")
+    elif "ttft" in binds and (worse or lower):
         parts.append("What lowers capacity with speculation: each decoding request's guesses are verified in the "
                      "same step as new prompts' prefill chunks, so steps are longer and prefills share the token "
                      "budget with k + 1 tokens per decoding request; TPOT falls but the tail of TTFT grows, and "

@@ -107,11 +107,14 @@ def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, in
     # lazy: start-up cost of pandas
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
-    priced_cfg = build_config(cfg, setting_overrides(cfg, Setting(k_max)))
+    from vidur_specdec.tune.pools import decode_view
+
+    # prefill and decode pools: priced on one decode instance, where every verify step runs (tune.pools)
+    priced_cfg = decode_view(build_config(cfg, setting_overrides(cfg, Setting(k_max))))
     prepared, price = step_pricer(priced_cfg)
     ctx = typical_context(prepared)
     adv = expected_advanced(cfg, k_max)
-    cap = cfg.scheduler.batch_size_cap
+    cap = decode_view(cfg).scheduler.batch_size_cap
     table = {"context_tokens": ctx, "tokens_advanced": adv, "window": SMOOTHING_WINDOW, "rows": []}
     rel = []  # value relative to the best k at that batch size
     for b in range(1, cap + 1):

@@ -18,7 +18,7 @@ from typing import List, Optional
 
 from vidur_specdec.config import MAX_K, ConfigError
 from vidur_specdec.engine.resolve import load
-from vidur_specdec.engine.topology import refuse_pools
+from vidur_specdec.tune.pools import refuse_untunable
 from vidur_specdec import console
 from vidur_specdec.tune.points import get_axis
 from vidur_specdec.tune.preflight import check_before_running
@@ -77,7 +77,7 @@ def check_args(args: argparse.Namespace):
             raise ConfigError(f"--warmup-requests: must be an integer >= 0, got {args.warmup_requests}")
         overrides.append(f"workload.warmup_requests={args.warmup_requests}")
     base = load(args.config, overrides)
-    refuse_pools(base, "tune")
+    refuse_untunable(base)  # a deployment of prefill and decode pools: vidur_specdec.tune.pools
     if base.speculative.method == "none":
         raise ConfigError("speculative.method: tune needs a proposer (ngram, eagle3, draft_model, ...); got none")
     if base.speculative.num_speculative_tokens == 0 and args.k_max is None:
@@ -161,7 +161,9 @@ def execute(args: argparse.Namespace, log=print):
         # lazy: optional dependency (ImportError handled)
         from vidur_specdec.tune.vllm_config import tune_warnings
 
-        notes = tune_warnings(base)
+        from vidur_specdec.tune.pools import decode_view
+
+        notes = tune_warnings(decode_view(base))  # the decode pool's engine keys (colocated: the run's)
         for line in notes:
             say(line)
         tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo, loads,

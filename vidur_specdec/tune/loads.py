@@ -56,6 +56,11 @@ def load_bounds(base, axis) -> Dict[str, float]:
     """``{"lo", "hi"}``: the loads the search may try."""
     meta = {f.name: f.metadata for f in dataclasses.fields(WorkloadConfig)}
     if axis.name == "concurrency":
+        if base.disaggregation.enabled:  # every decode instance's batch (lazy: tune.pools reads the topology)
+            from vidur_specdec.tune.pools import max_batch
+
+            seqs = max_batch(base) * base.disaggregation.decode_instances
+            return {"lo": 1.0, "hi": float(CONCURRENCY_BOUND_FACTOR * seqs)}
         return {"lo": 1.0, "hi": float(CONCURRENCY_BOUND_FACTOR * base.scheduler.max_num_seqs)}
     return {"lo": float(meta["qps"]["lo"]), "hi": float(meta["qps"]["hi"])}
 

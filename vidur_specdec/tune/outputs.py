@@ -26,6 +26,7 @@ from vidur_specdec.speculation.acceptance_source import describe as describe_acc
 from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
 from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, point_overloaded
 from vidur_specdec.tune.page import build_page
+from vidur_specdec.tune.pools import disaggregated, max_batch, summary_entry
 
 INT_COLUMNS = {"num_steps", "restarts", "k_flips", "overloaded", "measured_requests"}
 CSV_COLUMNS = (["point", "phase", "load_unit", "load", "setting", "k", "schedule", "row_id",
@@ -107,7 +108,7 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
     spec_cfg = vllm_speculative_config(ev.base, sched)
     simulated = [p.load for p in ev.points if p.metrics is not None]
     top = max(simulated) if simulated else None
-    cap_b = ev.base.scheduler.max_num_seqs
+    cap_b = max_batch(ev.base)  # one decode instance's with prefill and decode pools
     extrapolated = None
     if ax.name == "concurrency" and top is not None and top < cap_b:
         extrapolated = [int(top) + 1, cap_b]  # batch sizes the schedule prices but no simulated load reached
@@ -118,6 +119,7 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
         **({"acceptance": acc} if acc else {}),
         "capacity_explained": explain(ev, res, sched),
         "deployment": deployment(ev.base),
+        **({"disaggregation": summary_entry(ev.base, spec_cfg)} if disaggregated(ev.base) else {}),
         "proposer": describe_proposer(ev.base),
         "vllm_version": deployment(ev.base)["vllm_version"],
         "engine_args": engine_args(ev.base),

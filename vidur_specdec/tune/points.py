@@ -29,6 +29,7 @@ from vidur_specdec.tune.acceptance_carry import carried
 from vidur_specdec.tune.loads import overloaded
 from vidur_specdec import __version__
 from vidur_specdec.tune.loads import workload_overrides
+from vidur_specdec.tune.pools import k0_overrides
 
 TUNE_FORMAT = 1
 # Metrics a tune records beyond a sweep row's: requests per second meeting both SLOs, k changes, the
@@ -124,7 +125,7 @@ def truncated_acceptance(spec: SpeculativeConfig, k: int) -> Dict[str, Any]:
 def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
     """The dotted-key overrides that turn the base config's speculation into ``s``."""
     if s.k == 0 and s.schedule is None:
-        return {"speculative.method": "none", "speculative.num_speculative_tokens": 0}
+        return {"speculative.method": "none", "speculative.num_speculative_tokens": 0, **k0_overrides(base)}
     if s.drafter is not None:
         ov = {"speculative.num_speculative_tokens": s.k, "speculative.num_speculative_tokens_per_batch_size": None}
         ov.update({key: list(v) if isinstance(v, tuple) else v for key, v in s.spec})
@@ -172,6 +173,8 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     m["overloaded"] = int(overloaded(result.requests, warm))
     m["measured_requests"] = int(len(req))
     steps = result.steps
+    if "pool" in steps:  # prefill and decode pools: the schedule's batch is a decode instance's
+        steps = steps[steps["pool"] == "decode"]
     m["batch_size_p50"] = float(steps["num_reqs"].median()) if len(steps) else None
     return {"metrics": m, "wall_s": wall, "code": code_digest(),
             "profiles": profile_digests(result.config, fresh=True)}
