@@ -40,19 +40,20 @@ class NoRoomError(ValueError):
     """The weights (and drafter) leave no room for KV on one GPU; ``plan`` raises it."""
 
 
-def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1) -> int:
+def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1, redundant: int = 0) -> int:
     """Bytes of one GPU's share of the weights: decoder layers + embedding + LM head.
 
     A mixture-of-experts model counts every expert at its checkpoint's format
     (:func:`vidur_specdec.architectures.moe.weight_bytes`); with expert parallel
     ``ep`` > 1 each GPU holds ``num_experts / ep`` whole experts instead of a
-    ``1/tp`` slice of every expert.
+    ``1/tp`` slice of every expert; ``redundant`` EPLB copies add
+    ``redundant / ep`` experts per GPU.
     """
     if model.is_moe or model.quantization:
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
 
-        per_gpu = model.num_experts / ep if ep > 1 else None
+        per_gpu = (model.num_experts + redundant) / ep if ep > 1 else None
         return int(moe_weight_bytes(model, tp, experts_per_gpu=per_gpu))
     layers = model.num_layers * model.params_per_layer(tp)
     return DTYPE_BYTES * (layers + model.embedding_params(tp))
@@ -82,20 +83,20 @@ class MemoryPlan:
 
 def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
          draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
-         head: tuple = (0, 0), ep: int = 1) -> MemoryPlan:
+         head: tuple = (0, 0), ep: int = 1, redundant: int = 0) -> MemoryPlan:
     """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
 
     ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
     ``memory_bytes``. ``draft_tp`` None means ``tp``. ``head`` is (weight bytes,
     KV bytes per token) per GPU of a draft head on the target's GPUs
     (EAGLE-family, Medusa, MTP): counted with the drafter's. ``ep`` > 1: the
-    target's experts expert-parallel over its ``tp`` GPUs. Raises
+    target's experts expert-parallel over ``ep`` GPUs (``redundant``: EPLB's spare copies). Raises
     :class:`NoRoomError` when the weights leave no room for a single block.
     """
     dev = get_device(device)
     dtp = tp if draft_tp is None else draft_tp
     usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
-    w_t = weight_bytes(model, tp, ep)
+    w_t = weight_bytes(model, tp, ep, redundant)
     w_d = (weight_bytes(draft, dtp) if draft else 0) + int(head[0])
     kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes)
     kv_d = (draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])

@@ -107,12 +107,16 @@ def check(cfg: RunConfig):
     device = resolved_device(cfg)
     check_formats(model, device)
     tp = cfg.parallel.tensor_parallel_size
+    check_data_parallel(cfg, model)
     if cfg.parallel.enable_expert_parallel:
         if not model.is_moe:
             raise ConfigError(f"parallel.enable_expert_parallel: {model.name} has no experts; allowed: false")
-        if model.num_experts % tp:
+        ep, key = tp * cfg.parallel.data_parallel_size, ("parallel.data_parallel_size x tensor_parallel_size"
+                                                         if cfg.parallel.data_parallel_size > 1
+                                                         else "parallel.tensor_parallel_size")
+        if model.num_experts % ep:
             raise ConfigError(f"parallel.enable_expert_parallel: {model.num_experts} experts do not split over "
-                              f"parallel.tensor_parallel_size {tp} GPUs evenly")
+                              f"{key} {ep} GPUs evenly")
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)
     draft = resolved_draft_model(cfg)  # a bad name is refused whatever the method
@@ -142,6 +146,42 @@ def check(cfg: RunConfig):
     return model, draft
 
 
+def check_data_parallel(cfg: RunConfig, model: ModelSpec) -> None:
+    """Refuse, one line each, the data-parallel and EPLB settings vLLM 0.33.0 refuses or this simulator cannot model.
+
+    * a dense model: vLLM runs its data-parallel ranks as independent engines
+      (``vllm/v1/engine/core.py``: "Non-MoE DP ranks are completely independent, so
+      treat like DP=1"; offline DP is refused in ``vllm/config/parallel.py``): that is
+      ``parallel.num_replicas``;
+    * an MoE model without ``enable_expert_parallel``: vLLM then splits every expert
+      tensor-parallel over DP x TP GPUs with all-gather / reduce-scatter, not modelled;
+    * ``enable_eplb`` without expert parallel, or with one GPU, and
+      ``num_redundant_experts`` whose physical experts do not split over the GPUs
+      (``vllm/config/parallel.py`` and ``vllm/distributed/eplb/policy/default.py``).
+    """
+    p = cfg.parallel
+    if p.data_parallel_size > 1:
+        if not model.is_moe:
+            raise ConfigError(f"parallel.data_parallel_size: {model.name} is dense; vLLM runs its data-parallel "
+                              f"ranks as independent engines: set parallel.num_replicas={p.data_parallel_size} "
+                              "instead")
+        if not p.enable_expert_parallel:
+            raise ConfigError("parallel.data_parallel_size: > 1 without parallel.enable_expert_parallel splits every "
+                              "expert over all ranks with all-gather/reduce-scatter, which is not modelled; set "
+                              "parallel.enable_expert_parallel=true")
+    if p.enable_eplb:
+        if not p.enable_expert_parallel:
+            # vLLM: "enable_expert_parallel must be True to use EPLB."
+            raise ConfigError("parallel.enable_eplb: needs parallel.enable_expert_parallel=true (as in vLLM)")
+        ep = p.data_parallel_size * p.tensor_parallel_size
+        if ep <= 1:
+            raise ConfigError("parallel.enable_eplb: needs data or tensor parallel > 1 (as in vLLM)")
+        if model.is_moe and (model.num_experts + p.num_redundant_experts) % ep:
+            raise ConfigError(f"parallel.num_redundant_experts: {model.num_experts} experts + "
+                              f"{p.num_redundant_experts} redundant do not split over {ep} expert-parallel GPUs "
+                              "evenly (vLLM's EPLB needs whole slots per GPU)")
+
+
 @dataclass(frozen=True)
 class Deployment:
     """Resolved target (and drafter, when ``method: draft_model`` speculates) on one GPU type."""
@@ -151,7 +191,9 @@ class Deployment:
     tp: int  # GPUs per replica (target)
     draft: Optional[ModelSpec] = None
     draft_tp: int = 1  # the drafter's tensor-parallel size (vLLM: 1 or the target's)
-    ep: int = 1  # expert-parallel size of the target's MoE layers (vLLM: the TP size when enabled, else 1)
+    ep: int = 1  # expert-parallel size of the target's MoE layers (vLLM: DP x TP when enabled, else 1)
+    dp: int = 1  # data-parallel ranks of one replica (attention and KV per rank)
+    redundant_experts: int = 0  # EPLB's spare expert copies over the ep GPUs (0: EPLB off)
     # the one source of every kernel time of the run (vidur_specdec.costs.kernels.KernelSource)
     kernels: object = dataclasses.field(default=None, compare=False, hash=False)
 
@@ -172,7 +214,9 @@ def resolve(cfg: RunConfig) -> Deployment:
     s = cfg.speculative
     draft = resolved_draft_model(cfg) if (s.enabled and s.method == "draft_model") else None
     tp = cfg.parallel.tensor_parallel_size
+    p = cfg.parallel
     return Deployment(model, device, tp, draft, draft_tp(cfg) if draft else 1, ep_size(cfg, model, tp),
+                      dp=p.data_parallel_size, redundant_experts=p.num_redundant_experts if p.enable_eplb else 0,
                       kernels=kernel_source(cfg, device))
 
 
@@ -182,12 +226,13 @@ def kernel_source(cfg: RunConfig, device: DeviceSpec):
 
 
 def ep_size(cfg: RunConfig, model: ModelSpec, tp: int) -> int:
-    """Expert-parallel size: ``tp`` when ``parallel.enable_expert_parallel`` is on an MoE model, else 1.
+    """Expert-parallel size: ``dp x tp`` when ``parallel.enable_expert_parallel`` is on an MoE model, else 1.
 
     vLLM (vllm/model_executor/layers/fused_moe/config.py): ``ep_size = dp x pcp x tp``
-    with data parallel 1 here, and ``use_ep`` only when that exceeds 1.
+    (pcp 1 here), and ``use_ep`` only when that exceeds 1.
     """
-    return tp if (cfg.parallel.enable_expert_parallel and model.is_moe and tp > 1) else 1
+    ep = tp * cfg.parallel.data_parallel_size
+    return ep if (cfg.parallel.enable_expert_parallel and model.is_moe and ep > 1) else 1
 
 
 def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, ProfileChoice]:
@@ -267,7 +312,8 @@ def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (
              ep: Optional[int] = None, device: Optional[DeviceSpec] = None) -> memory.MemoryPlan:
     ep = dep.ep if ep is None else ep
     return memory.plan(dep.model, device or dep.device, cfg.scheduler.block_size,
-                       cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep)
+                       cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep,
+                       redundant=dep.redundant_experts if ep == dep.ep else 0)
 
 
 def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple = (0, 0),

@@ -62,6 +62,8 @@ from vidur_specdec.engine.request import SpecRequest
 from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
+from vidur_specdec.engine.dp_group import DPGroupSchedulerConfig
+from vidur_specdec.engine.dp_predictor import DPPredictorConfig
 from vidur_specdec.engine.workload import RequestSpec
 from vidur_specdec.engine.topology import prepare_topology
 from vidur_specdec.engine.disagg import run_topology
@@ -277,7 +279,12 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     if draft_spec is not None:
         d = choices["draft"]
         files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
-    predictor = SpecDecPredictorConfig(
+    dp = dep.dp > 1  # a data-parallel group per replica (vidur_specdec/engine/dp_group.py)
+    if dp:
+        for mode in ("decode", "prefill"):  # refuse, in one line, a device or source without all-to-all tables
+            dep.kernels.all_to_all_ms(model, mode, 1, dep.ep)
+    predictor = (DPPredictorConfig if dp else SpecDecPredictorConfig)(
+        **({"data_parallel_size": dep.dp, "redundant_experts": dep.redundant_experts} if dp else {}),
         target=target,
         verify_cost=verify_cost.build(spec),
         proposer=proposer,
@@ -291,7 +298,8 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         kernels=dep.kernels,
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
-    scheduler = SpecSarathiSchedulerConfig(
+    scheduler = (DPGroupSchedulerConfig if dp else SpecSarathiSchedulerConfig)(
+        **({"data_parallel_size": dep.dp} if dp else {}),
         chunk_size=cfg.scheduler.chunk_size,
         batch_size_cap=cfg.scheduler.batch_size_cap,
         num_speculative_tokens=spec.num_speculative_tokens if spec.enabled else 0,
@@ -395,8 +403,10 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "memory": p.memory.to_dict(),
         "num_replicas": p.cfg.parallel.num_replicas,
         "global_scheduler": p.cfg.parallel.global_scheduler,
-        "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size,
+        "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size
+        * p.cfg.parallel.data_parallel_size,
         **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
+        **(data_parallel_summary(p, steps) if p.deployment and p.deployment.dp > 1 else {}),
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
@@ -408,6 +418,17 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
     extra.update(more or {})
     measured = req.sort_values(["arrived_at_s", "request_id"]).iloc[warm:].sort_index() if warm else req
     return SimulationResult(req, steps, summarize(measured, steps, extra), cfg or p.cfg)
+
+
+def data_parallel_summary(p: Prepared, steps: pd.DataFrame) -> Dict:
+    """A data-parallel run's summary keys: ranks, EPLB's spare copies, and shares of the summed step time
+    (all-to-all; ranks waiting for the slowest rank's own work: slowest minus mean)."""
+    total = float(steps["duration_ms"].sum()) if len(steps) else 0.0
+    share = (lambda x: round(float(x) / total, 6) if total > 0 else 0.0)
+    return {"data_parallel_size": p.deployment.dp, "num_redundant_experts": p.deployment.redundant_experts,
+            "a2a_share": share(steps["a2a_ms"].sum()) if "a2a_ms" in steps else 0.0,
+            "dp_wait_share": share((steps["dp_slowest_rank_ms"] - steps["dp_mean_rank_ms"]).sum())
+            if "a2a_ms" in steps else 0.0}
 
 
 def simulate(config: Union[str, Path, Mapping, RunConfig, None] = None,
