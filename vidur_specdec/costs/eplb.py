@@ -55,8 +55,10 @@ def busiest_rank(groups: Sequence[int], num_experts: int, top_k: int, ep: int, r
                  rho: float = routing.DEFAULT_RHO, zipf_s: float = routing.DEFAULT_ZIPF_S) -> Tuple[float, float]:
     """(distinct experts woken, token rows) on the busiest of ``ep`` GPUs with ``redundant`` EPLB copies, expected.
 
-    A copy of expert e (``c_e`` copies) takes ``1/c_e`` of e's rows (mean and sd) and
-    is counted woken when e is (an upper bound on woken copies: errs high). The
+    A copy of expert e (``c_e`` copies) is a sub-expert each token picks with
+    ``p_e / c_e``, on the routing model's locality chain: tokens split among copies
+    at random (vLLM sends a token to one copy by its index; a request's run of tokens
+    is spread a little less than here). The
     busiest GPU is ``mean + sd sqrt(2 ln ep)`` over GPUs, as without EPLB, capped at
     the GPU's slots (woken) and at every row ``top_k`` times (rows).
     """
@@ -64,16 +66,17 @@ def busiest_rank(groups: Sequence[int], num_experts: int, top_k: int, ep: int, r
     if n.size == 0:
         return 0.0, 0.0
     copies, where = placement(num_experts, top_k, ep, redundant, float(zipf_s))
-    p, a, b = routing._chain(num_experts, top_k, float(rho), float(zipf_s))
+    p = np.asarray(routing._marginals(num_experts, top_k, float(zipf_s))) / np.asarray(copies, dtype=float)
+    a = rho + (1.0 - rho) * p  # each copy a sub-expert picked with p_e / c_e, the routing model's chain on it
+    b = p * (1.0 - a) / (1.0 - p)
     woken = -np.expm1(routing._log_not_woken(n, p, b))
     var = routing._group_var(n, p, a, b)
-    c = np.asarray(copies, dtype=float)
     e_idx = np.array([e for e, _ in where])
     g_idx = np.array([g for _, g in where])
     w_mean = np.bincount(g_idx, woken[e_idx], ep)
     w_sd = np.sqrt(np.bincount(g_idx, (woken * (1.0 - woken))[e_idx], ep))
-    r_mean = np.bincount(g_idx, (float(n.sum()) * p / c)[e_idx], ep)
-    r_sd = np.sqrt(np.bincount(g_idx, (var / (c * c))[e_idx], ep))
+    r_mean = np.bincount(g_idx, (float(n.sum()) * p)[e_idx], ep)
+    r_sd = np.sqrt(np.bincount(g_idx, var[e_idx], ep))
     z = math.sqrt(2.0 * math.log(ep))
     slots = (num_experts + redundant) // ep
     busiest_w = float(np.max(np.minimum(slots, w_mean + z * w_sd)))

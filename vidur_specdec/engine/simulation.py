@@ -258,6 +258,9 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     spec = cfg.speculative
     dep = resolve(cfg).deployment
     model, draft_spec = dep.model, dep.draft
+    if dep.dp > 1:  # refuse, in one line and before any work, a device or source without all-to-all tables
+        for mode in ("decode", "prefill"):
+            dep.kernels.all_to_all_ms(model, mode, 1, dep.ep)
     acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
     if specs is None:
         specs = deployment.run_requests(cfg, acceptance)  # a trace's lengths stay paired with its acceptance
@@ -280,9 +283,6 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         d = choices["draft"]
         files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
     dp = dep.dp > 1  # a data-parallel group per replica (vidur_specdec/engine/dp_group.py)
-    if dp:
-        for mode in ("decode", "prefill"):  # refuse, in one line, a device or source without all-to-all tables
-            dep.kernels.all_to_all_ms(model, mode, 1, dep.ep)
     predictor = (DPPredictorConfig if dp else SpecDecPredictorConfig)(
         **({"data_parallel_size": dep.dp, "redundant_experts": dep.redundant_experts} if dp else {}),
         target=target,

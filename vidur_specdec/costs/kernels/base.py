@@ -73,8 +73,9 @@ class KernelSource:
         source has no measured all-to-all (data parallel > 1 is refused there)."""
         from vidur_specdec.config.errors import ConfigError
 
-        raise ConfigError(f"parallel.data_parallel_size: the {self.name} kernel source has no measured "
-                          "all-to-all; data parallel > 1 needs profiles: shipped on a GPU with the tables")
+        raise ConfigError(f"parallel.data_parallel_size: no measured all-to-all on {self.device.name} with the "
+                          f"{self.name} kernels; data parallel > 1 needs profiles: shipped (or measured) on a GPU "
+                          "whose tables hold DeepEP's (h100, h200, b200, b300, gb200, gb300)")
 
     def grouped_gemm_ms(self, rows: int, experts: int, k: int, n: int, dtype: str = "bf16") -> float:
         """A grouped GEMM (ms): ``rows`` token rows spread over ``experts`` weight matrices ``[k x n]``."""
