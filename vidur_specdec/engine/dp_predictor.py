@@ -123,8 +123,11 @@ class DPExecutionTimePredictor(SpecDecExecutionTimePredictor):
         groups = [_groups(c) for c in comps]
         routed_ms, distinct = self._moe_part([g for gs in groups for g in gs], "routed")
         layers = self._moe.num_moe_layers
-        ranks = []
+        ranks, seen = [], {}
         for part, comp, gs in zip(parts, comps, groups):
+            if id(part) in seen:  # the same batch on several ranks (tune's balanced steps): priced once
+                ranks.append(seen[id(part)])
+                continue
             local_ms = self._moe_part(gs, "local")[0]
             part._specdec_moe = (local_ms + routed_ms, distinct)  # what the rank's MoE layer costs (up_proj)
             target = BaseExecutionTimePredictor.get_execution_time(self, part, pipeline_stage)
@@ -132,6 +135,7 @@ class DPExecutionTimePredictor(SpecDecExecutionTimePredictor):
             extra = self._overheads.cost(part) if self._overheads is not None else None
             total = target.total_time * 1e3 + draft + (extra.total_ms if extra is not None else 0.0)
             ranks.append((total - layers * routed_ms, target, draft, extra, local_ms))
+            seen[id(part)] = ranks[-1]
         own = [r[0] for r in ranks]
         slowest = max(range(len(ranks)), key=lambda i: own[i])
         _, target, draft, extra, local_ms = ranks[slowest]

@@ -80,13 +80,20 @@ def engine_args(base) -> Dict[str, Any]:
         out["kv_cache_dtype"] = base.kv_cache_dtype
     if base.parallel.enable_expert_parallel:
         out["enable_expert_parallel"] = True
+    if base.parallel.data_parallel_size > 1:  # vLLM's --data-parallel-size: max_num_seqs is per rank
+        out["data_parallel_size"] = base.parallel.data_parallel_size
+    if base.parallel.enable_eplb:
+        out["enable_eplb"] = True
+        if base.parallel.num_redundant_experts:
+            out["eplb_config"] = {"num_redundant_experts": base.parallel.num_redundant_experts}
     return out
 
 
 def serve_command(base, spec_cfg: Dict[str, Any]) -> str:
     """A ``vllm serve`` line with the simulated engine keys and the speculative_config."""
     e = engine_args(base)
-    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in e.items())
+    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" '{json.dumps(v, separators=(',', ':'))}'"
+                                                     if isinstance(v, dict) else f" {v}") for k, v in e.items())
     return f"vllm serve {base.model} {flags} --speculative-config '{json.dumps(spec_cfg, separators=(',', ':'))}'"
 
 
