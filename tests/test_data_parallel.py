@@ -128,3 +128,16 @@ def test_eplb_spreads_skewed_load_and_costs_slots_when_uniform():
     assert {sum(1 for _, g in where if g == r) for r in range(16)} == {18}
     spec = resolve_model(DS, "model")
     assert memory.weight_bytes(spec, 1, 16, 32) > memory.weight_bytes(spec, 1, 16)
+
+
+def test_tune_prices_the_per_rank_batch_on_the_whole_group():
+    from vidur_specdec.tune.choose import step_pricer
+    from vidur_specdec.tune.vllm_config import engine_args, serve_command
+
+    cfg = load(dict(SMALL, parallel={**SMALL["parallel"], "enable_eplb": True, "num_redundant_experts": 16}))
+    _, price = step_pricer(cfg)
+    one, eight = price(1, 0, 600), price(8, 0, 600)
+    assert 0 < one < eight and price(8, 2, 600) > eight  # b is every rank's batch; guesses add verify tokens
+    args = engine_args(cfg)
+    assert args["data_parallel_size"] == 16 and args["enable_eplb"] is True
+    assert "--eplb-config '{\"num_redundant_experts\":16}'" in serve_command(cfg, {})
