@@ -165,6 +165,9 @@ def check_data_parallel(cfg: RunConfig, model: ModelSpec) -> None:
             raise ConfigError(f"parallel.data_parallel_size: {model.name} is dense; vLLM runs its data-parallel "
                               f"ranks as independent engines: set parallel.num_replicas={p.data_parallel_size} "
                               "instead")
+        if cfg.disaggregation.enabled:
+            raise ConfigError("parallel.data_parallel_size: > 1 with disaggregated prefill and decode pools is not "
+                              "modelled; set it to 1 or remove the disaggregation keys")
         if not p.enable_expert_parallel:
             raise ConfigError("parallel.data_parallel_size: > 1 without parallel.enable_expert_parallel splits every "
                               "expert over all ranks with all-gather/reduce-scatter, which is not modelled; set "
