@@ -172,3 +172,17 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
     }
     out.update(extra)
     return out
+
+
+def data_parallel_summary(steps: pd.DataFrame, dp: int, redundant: int) -> Dict:
+    """A data-parallel run's summary keys: ranks, EPLB's spare copies, and shares of the summed step time
+    (``a2a_share``: the all-to-all; ``dp_wait_share``: ranks waiting for the slowest rank, slowest minus mean)."""
+    total = float(steps["duration_ms"].sum()) if len(steps) else 0.0
+    wide = "a2a_ms" in steps
+
+    def share(x) -> float:
+        return round(float(x) / total, 6) if total > 0 and wide else 0.0
+
+    return {"data_parallel_size": dp, "num_redundant_experts": redundant,
+            "a2a_share": share(steps["a2a_ms"].sum()) if wide else 0.0,
+            "dp_wait_share": share((steps["dp_slowest_rank_ms"] - steps["dp_mean_rank_ms"]).sum()) if wide else 0.0}

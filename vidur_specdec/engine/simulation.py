@@ -53,7 +53,7 @@ from vidur_specdec.costs import verify_cost
 from vidur_specdec.config import GLOBAL_SCHEDULERS as GLOBAL_SCHEDULER_NAMES, ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
 from vidur_specdec.engine.warnings import config_warnings
-from vidur_specdec.engine.metrics import StepRecorder, requests_frame, summarize
+from vidur_specdec.engine.metrics import StepRecorder, data_parallel_summary, requests_frame, summarize
 from vidur_specdec.engine.deployment import Deployment
 from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.engine.predictor import SpecDecPredictorConfig
@@ -406,7 +406,8 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size
         * p.cfg.parallel.data_parallel_size,
         **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
-        **(data_parallel_summary(p, steps) if p.deployment and p.deployment.dp > 1 else {}),
+        **(data_parallel_summary(steps, p.deployment.dp, p.deployment.redundant_experts)
+           if p.deployment and p.deployment.dp > 1 else {}),
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
@@ -418,17 +419,6 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
     extra.update(more or {})
     measured = req.sort_values(["arrived_at_s", "request_id"]).iloc[warm:].sort_index() if warm else req
     return SimulationResult(req, steps, summarize(measured, steps, extra), cfg or p.cfg)
-
-
-def data_parallel_summary(p: Prepared, steps: pd.DataFrame) -> Dict:
-    """A data-parallel run's summary keys: ranks, EPLB's spare copies, and shares of the summed step time
-    (all-to-all; ranks waiting for the slowest rank's own work: slowest minus mean)."""
-    total = float(steps["duration_ms"].sum()) if len(steps) else 0.0
-    share = (lambda x: round(float(x) / total, 6) if total > 0 else 0.0)
-    return {"data_parallel_size": p.deployment.dp, "num_redundant_experts": p.deployment.redundant_experts,
-            "a2a_share": share(steps["a2a_ms"].sum()) if "a2a_ms" in steps else 0.0,
-            "dp_wait_share": share((steps["dp_slowest_rank_ms"] - steps["dp_mean_rank_ms"]).sum())
-            if "a2a_ms" in steps else 0.0}
 
 
 def simulate(config: Union[str, Path, Mapping, RunConfig, None] = None,
