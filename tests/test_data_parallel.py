@@ -141,3 +141,11 @@ def test_tune_prices_the_per_rank_batch_on_the_whole_group():
     args = engine_args(cfg)
     assert args["data_parallel_size"] == 16 and args["enable_eplb"] is True
     assert "--eplb-config '{\"num_redundant_experts\":16}'" in serve_command(cfg, {})
+
+
+def test_a_rank_that_does_not_fit_names_the_tensor_parallel_size_that_does_at_its_data_parallel_size():
+    cfg = dict(SMALL, device="h100", parallel={**SMALL["parallel"], "data_parallel_size": 8})
+    with pytest.raises(ConfigError, match=r"at tensor_parallel_size 1 with expert parallel\) .* needs "
+                                          r"parallel.tensor_parallel_size >= 2$") as e:
+        simulate(cfg)
+    assert "\n" not in str(e.value)

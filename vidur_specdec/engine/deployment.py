@@ -295,10 +295,13 @@ def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple
         dtp = 1 if explicit_one else t
         if dep.draft is not None and not tp_fits(dep.draft, dtp):
             continue
-        eps = [t if cfg.parallel.enable_expert_parallel else 1]
-        if dep.model.is_moe and t > 1 and not dep.model.num_experts % t:
+        dp = cfg.parallel.data_parallel_size  # > 1 only with expert parallel over dp x t GPUs (refused otherwise)
+        eps = [t * dp if cfg.parallel.enable_expert_parallel else 1]
+        if dp > 1 and dep.model.num_experts % (t * dp):
+            continue
+        if dp == 1 and dep.model.is_moe and t > 1 and not dep.model.num_experts % t:
             eps.append(1 if eps[0] > 1 else t)
-        for e in eps if t > 1 else [1]:
+        for e in eps if t * dp > 1 else [1]:
             try:
                 if _plan_at(cfg, dep, t, dtp, head, ep=e, device=device).num_blocks >= need_blocks:
                     return t, e
