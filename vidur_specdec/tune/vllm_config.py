@@ -104,4 +104,6 @@ def deployment(base) -> Dict[str, Any]:
     value: Optional[Any] = getattr(s, used) if used else None
     return {"model": base.model, "device": str(base.device), "tensor_parallel_size": base.parallel.tensor_parallel_size,
             "num_replicas": base.parallel.num_replicas, "method": s.method, "k": s.num_speculative_tokens,
-            "acceptance_input": used, "acceptance_value": value, "vllm_version": VLLM_VERSION}
+            "acceptance_input": used, "acceptance_value": value, "vllm_version": VLLM_VERSION,
+            **({"data_parallel_size": base.parallel.data_parallel_size}
+               if base.parallel.data_parallel_size > 1 else {})}
