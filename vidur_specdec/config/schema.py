@@ -118,7 +118,17 @@ class ParallelConfig:
     tensor_parallel_size: int = _f(1, choices=TP_SIZES,
                                    doc="GPUs per replica; must split the model's query heads evenly")
     enable_expert_parallel: bool = _f(False, doc="vLLM's name: MoE layers expert-parallel over the replica's "
-                                                 "GPUs (EP size = tensor_parallel_size), whole experts per GPU")
+                                                 "GPUs (EP size = data_parallel_size x tensor_parallel_size), "
+                                                 "whole experts per GPU")
+
+    # --- data parallelism (vLLM's --data-parallel-size): attention per rank, experts over all ranks ---
+    data_parallel_size: int = _f(1, lo=1, hi=64, doc="attention ranks of one replica, each with its own KV "
+                                                     "and scheduler; MoE experts over all ranks (needs "
+                                                     "enable_expert_parallel); steps synchronised")
+    enable_eplb: bool = _f(False, doc="vLLM's name: expert-parallel load balancing (redundant experts placed "
+                                      "by load)")
+    num_redundant_experts: int = _f(0, lo=0, hi=4096, doc="vLLM's eplb_config.num_redundant_experts: spare "
+                                                          "expert copies over the EP GPUs (needs enable_eplb)")
     pipeline_parallel_size: int = _f(1, lo=1, hi=16,
                                      doc="vLLM's name: pipeline stages per replica, each with tensor_parallel_size "
                                          "GPUs and its share of the layers (vLLM's split)")

@@ -116,6 +116,9 @@ USES: Tuple[Use, ...] = (
     Use("parallel.global_scheduler", "parallel.num_replicas", range(2, 1025), "which replica a request goes to"),
     Use("parallel.pipeline_parallel_size", "disaggregation.prefill_instances", (0,),
         "pipeline stages of a replica (prefill and decode pools are modelled at one stage)"),
+    Use("parallel.enable_eplb", "parallel.enable_expert_parallel", (True,),
+        "EPLB's placement of the experts over the expert-parallel GPUs"),
+    Use("parallel.num_redundant_experts", "parallel.enable_eplb", (True,), "EPLB's spare expert copies"),
     # --- workload: per arrival mode ---
     Use("workload.qps", ARRIVAL, ("poisson",), "the Poisson arrival rate"),
     Use("workload.concurrency", ARRIVAL, ("closed",), "the requests kept in flight"),

@@ -46,19 +46,20 @@ class NoRoomError(ValueError):
     """The weights (and drafter) leave no room for KV on one GPU; ``plan`` raises it."""
 
 
-def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1) -> int:
+def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1, redundant: int = 0) -> int:
     """Bytes of one GPU's share of the weights: decoder layers + embedding + LM head.
 
     A mixture-of-experts model counts every expert at its checkpoint's format
     (:func:`vidur_specdec.architectures.moe.weight_bytes`); with expert parallel
     ``ep`` > 1 each GPU holds ``num_experts / ep`` whole experts instead of a
-    ``1/tp`` slice of every expert.
+    ``1/tp`` slice of every expert; ``redundant`` EPLB copies add
+    ``redundant / ep`` experts per GPU.
     """
     if model.is_moe or model.quantization:
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
 
-        per_gpu = model.num_experts / ep if ep > 1 else None
+        per_gpu = (model.num_experts + redundant) / ep if ep > 1 else None
         return int(moe_weight_bytes(model, tp, experts_per_gpu=per_gpu))
     layers = model.num_layers * model.params_per_layer(tp)
     return DTYPE_BYTES * (layers + model.embedding_params(tp))
@@ -91,26 +92,26 @@ class MemoryPlan:
 
 def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
          draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
-         head: tuple = (0, 0), ep: int = 1, state_reserve: int = 0, pp: int = 1) -> MemoryPlan:
+         head: tuple = (0, 0), ep: int = 1, state_reserve: int = 0, pp: int = 1, redundant: int = 0) -> MemoryPlan:
     """KV blocks per GPU for ``model`` at tensor parallel ``tp`` (and ``draft`` at ``draft_tp``) on ``device``.
 
     ``device`` is a :class:`DeviceSpec` or a built-in name; memory is its
     ``memory_bytes``. ``draft_tp`` None means ``tp``. ``head`` is (weight bytes,
     KV bytes per token) per GPU of a draft head on the target's GPUs
     (EAGLE-family, Medusa, MTP): counted with the drafter's. ``ep`` > 1: the
-    target's experts expert-parallel over its ``tp`` GPUs. ``state_reserve``: bytes per GPU of the
-    running requests' fixed linear-attention state, taken before KV blocks. ``pp`` > 1: the
-    tightest of the pipeline stages (:func:`stage_plan`; models with linear-attention layers are
-    refused under pipeline parallelism before this). Raises
+    target's experts expert-parallel over ``ep`` GPUs (``redundant``: EPLB's spare copies).
+    ``state_reserve``: bytes per GPU of the running requests' fixed linear-attention state, taken
+    before KV blocks. ``pp`` > 1: the tightest of the pipeline stages (:func:`stage_plan`; models
+    with linear-attention layers are refused under pipeline parallelism before this). Raises
     :class:`NoRoomError` when the weights leave no room for a single block.
     """
     if pp > 1:
         return min((stage_plan(model, device, block_size, memory_margin_fraction, draft, tp, draft_tp, head, ep,
-                               pp, s) for s in range(pp)), key=lambda m: m.num_blocks)
+                               pp, s, redundant) for s in range(pp)), key=lambda m: m.num_blocks)
     dev = get_device(device)
     dtp = tp if draft_tp is None else draft_tp
     usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
-    w_t = weight_bytes(model, tp, ep)
+    w_t = weight_bytes(model, tp, ep, redundant)
     w_d = (weight_bytes(draft, dtp) if draft else 0) + int(head[0])
     kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes)
     kv_d = (draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])
@@ -126,7 +127,7 @@ def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memo
 
 def stage_plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
                draft: Optional[ModelSpec], tp: int, draft_tp: Optional[int], head: tuple, ep: int, pp: int,
-               stage: int) -> MemoryPlan:
+               stage: int, redundant: int = 0) -> MemoryPlan:
     """The plan of one GPU of pipeline stage ``stage`` (of ``pp``): its layers' weights and KV.
 
     The stage holds its decoder layers (vLLM's split, :func:`vidur_specdec.costs.pipeline.stage_layers`),
@@ -147,7 +148,7 @@ def stage_plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int
     usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
     one = model.vocab_size * model.hidden_size // tp  # one vocabulary matrix per GPU
     held = (stage == 0) + last if not model.tie_word_embeddings else 1
-    w_t = weight_bytes(part, tp, ep) - DTYPE_BYTES * model.embedding_params(tp) + DTYPE_BYTES * held * one
+    w_t = weight_bytes(part, tp, ep, redundant) - DTYPE_BYTES * model.embedding_params(tp) + DTYPE_BYTES * held * one
     w_d = ((weight_bytes(draft, dtp) if draft else 0) + int(head[0])) if last else 0
     kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes) * n // model.num_layers
     kv_d = ((draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])) if last else 0

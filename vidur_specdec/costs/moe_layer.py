@@ -32,7 +32,7 @@ import math
 from typing import Mapping, Optional, Sequence, Tuple
 
 from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
-from vidur_specdec.costs import routing
+from vidur_specdec.costs import eplb, routing
 from vidur_specdec.costs.profiles import params as P
 from vidur_specdec.costs.profiles.builder import complete_device_fields, fp8_device, gemm_ms, stream_ms
 
@@ -90,7 +90,8 @@ def routed_table_ms(curve, tokens: float, distinct: float, num_experts: int, top
 
 def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
                  zipf_s: float = routing.DEFAULT_ZIPF_S, efficiency: Optional[Mapping] = None,
-                 weight_bytes: Optional[float] = None, ep: int = 1, routed=None) -> Tuple[float, float]:
+                 weight_bytes: Optional[float] = None, ep: int = 1, routed=None,
+                 redundant: int = 0, scope: str = "all", dispatched: bool = False) -> Tuple[float, float]:
     """(ms of one MoE layer on one GPU, expected distinct routed experts woken) for the step ``groups``.
 
     ``routed``: a measured curve (``.ms(tokens)``, ms per GPU at the step's whole
@@ -104,7 +105,15 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     size = TP size): each GPU holds ``E/ep`` whole experts and the step waits for the GPU
     with the most work (:func:`~vidur_specdec.costs.routing.ep_busiest_rank`: its woken
     experts and token rows); shared experts stay tensor-parallel. The distinct count
-    returned is the whole model's either way.
+    returned is the whole model's either way. ``redundant`` > 0: EPLB's spare expert
+    copies (:mod:`~vidur_specdec.costs.eplb`) spread the busiest GPU's load. ``scope``:
+    ``all``; ``local`` the router and shared experts only (what a data-parallel rank
+    runs on its own tokens); ``routed`` the routed experts only (the busiest GPU's).
+    ``dispatched``: an all-to-all delivers each GPU only its own rows (data parallel > 1),
+    so ``routed`` is the EP-1 table (one GPU, every expert, its kernel over the tokens
+    it is given) read at the busiest GPU's rows / top-k tokens waking its woken experts;
+    the EP tables' rows are measured at data parallel 1, where every GPU permutes all
+    the step's tokens.
     """
     tokens = int(sum(groups))
     if tokens == 0:
@@ -116,19 +125,26 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
     fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
+    local, remote = scope != "routed", scope != "local"
     # router GEMM + top-k / softmax over T x E scores
-    ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES))
-    ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
-    if routed is not None and ep > 1:  # the busiest GPU, read where the table's balanced rows load every GPU so
-        woken, rows = routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
+    ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES)) if local else 0.0
+    if local:
+        ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
+    if not remote:
+        pass
+    elif routed is not None and ep > 1 and dispatched:  # the busiest GPU's received rows, on the EP-1 table
+        woken, rows = _busiest(groups, E, k, ep, rho, zipf_s, redundant)
+        ms += routed_table_ms(routed, rows / k, woken, E, k)
+    elif routed is not None and ep > 1:  # the busiest GPU, read where the table's balanced rows load every GPU so
+        woken, rows = _busiest(groups, E, k, ep, rho, zipf_s, redundant)
         ms += routed_table_ms(routed, rows * ep / k, min(float(E), woken * ep), E, k)
     elif routed is not None:
         ms += routed_table_ms(routed, tokens, distinct, E, k)
     else:
-        grouped, act = _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s)
+        grouped, act = _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s, redundant)
         ms += grouped
         ms += act
-    if spec.shared_ffn_size:
+    if local and spec.shared_ffn_size:
         sf = spec.shared_ffn_size / tp
         sb = spec.linear_weight_bytes if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
         ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, P.DTYPE_BYTES, weight_b=sb))
@@ -137,14 +153,22 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     return ms, distinct
 
 
-def _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s) -> Tuple[float, float]:
+def _busiest(groups, E: int, k: int, ep: int, rho: float, zipf_s: float, redundant: int):
+    """(woken experts, token rows) of the busiest expert-parallel GPU, with EPLB's spare copies when ``redundant``."""
+    if redundant:
+        return eplb.busiest_rank(list(groups), E, k, ep, redundant, rho, zipf_s)
+    return routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
+
+
+def _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s,
+                        redundant: int = 0) -> Tuple[float, float]:
     """The routed experts on the builder's roofline: (grouped GEMM pair over the woken experts, SiLU) in ms."""
     g, l2 = e["gemm"], e["l2"]
     h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
     tokens = int(sum(groups))
     if ep > 1:  # whole experts; the busiest GPU's woken experts and rows
         f = spec.expert_ffn_size
-        woken, rows = routing.ep_busiest_rank(list(groups), E, k, ep, rho, zipf_s)
+        woken, rows = _busiest(groups, E, k, ep, rho, zipf_s, redundant)
     else:  # every expert split 1/tp wide on every GPU
         f = spec.expert_ffn_size / tp
         woken, rows = distinct, tokens * k

@@ -22,6 +22,7 @@ from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.costs.memory import TP_SIZES, NoRoomError, tp_fits
 from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec, get_device
 from vidur_specdec.costs.profiles.on_demand import ProfileChoice, choose_profile
+from vidur_specdec.engine.dp_checks import check_data_parallel
 from vidur_specdec.speculation import acceptance as acceptance_mod, proposers
 
 
@@ -107,12 +108,16 @@ def check(cfg: RunConfig):
     device = resolved_device(cfg)
     check_formats(model, device)
     tp = cfg.parallel.tensor_parallel_size
+    check_data_parallel(cfg, model)
     if cfg.parallel.enable_expert_parallel:
         if not model.is_moe:
             raise ConfigError(f"parallel.enable_expert_parallel: {model.name} has no experts; allowed: false")
-        if model.num_experts % tp:
+        ep, key = tp * cfg.parallel.data_parallel_size, ("parallel.data_parallel_size x tensor_parallel_size"
+                                                         if cfg.parallel.data_parallel_size > 1
+                                                         else "parallel.tensor_parallel_size")
+        if model.num_experts % ep:
             raise ConfigError(f"parallel.enable_expert_parallel: {model.num_experts} experts do not split over "
-                              f"parallel.tensor_parallel_size {tp} GPUs evenly")
+                              f"{key} {ep} GPUs evenly")
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)
     check_pipeline(cfg, model)
@@ -181,8 +186,10 @@ class Deployment:
     tp: int  # GPUs per replica (target)
     draft: Optional[ModelSpec] = None
     draft_tp: int = 1  # the drafter's tensor-parallel size (vLLM: 1 or the target's)
-    ep: int = 1  # expert-parallel size of the target's MoE layers (vLLM: the TP size when enabled, else 1)
+    ep: int = 1  # expert-parallel size of the target's MoE layers (vLLM: DP x TP when enabled, else 1)
     pp: int = 1  # pipeline stages per replica (parallel.pipeline_parallel_size), each of ``tp`` GPUs
+    dp: int = 1  # data-parallel ranks of one replica (attention and KV per rank)
+    redundant_experts: int = 0  # EPLB's spare expert copies over the ep GPUs (0: EPLB off)
     # the one source of every kernel time of the run (vidur_specdec.costs.kernels.KernelSource)
     kernels: object = dataclasses.field(default=None, compare=False, hash=False)
 
@@ -203,8 +210,11 @@ def resolve(cfg: RunConfig) -> Deployment:
     s = cfg.speculative
     draft = resolved_draft_model(cfg) if (s.enabled and s.method == "draft_model") else None
     tp = cfg.parallel.tensor_parallel_size
+    p = cfg.parallel
     return Deployment(model, device, tp, draft, draft_tp(cfg) if draft else 1, ep_size(cfg, model, tp),
-                      pp=cfg.parallel.pipeline_parallel_size, kernels=kernel_source(cfg, device))
+                      pp=cfg.parallel.pipeline_parallel_size,
+                      dp=p.data_parallel_size, redundant_experts=p.num_redundant_experts if p.enable_eplb else 0,
+                      kernels=kernel_source(cfg, device))
 
 
 def kernel_source(cfg: RunConfig, device: DeviceSpec):
@@ -213,12 +223,13 @@ def kernel_source(cfg: RunConfig, device: DeviceSpec):
 
 
 def ep_size(cfg: RunConfig, model: ModelSpec, tp: int) -> int:
-    """Expert-parallel size: ``tp`` when ``parallel.enable_expert_parallel`` is on an MoE model, else 1.
+    """Expert-parallel size: ``dp x tp`` when ``parallel.enable_expert_parallel`` is on an MoE model, else 1.
 
     vLLM (vllm/model_executor/layers/fused_moe/config.py): ``ep_size = dp x pcp x tp``
-    with data parallel 1 here, and ``use_ep`` only when that exceeds 1.
+    (pcp 1 here), and ``use_ep`` only when that exceeds 1.
     """
-    return tp if (cfg.parallel.enable_expert_parallel and model.is_moe and tp > 1) else 1
+    ep = tp * cfg.parallel.data_parallel_size
+    return ep if (cfg.parallel.enable_expert_parallel and model.is_moe and ep > 1) else 1
 
 
 def profiles(cfg: RunConfig, dep: Deployment, longest_tokens: int) -> Dict[str, ProfileChoice]:
@@ -299,7 +310,8 @@ def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (
     ep = dep.ep if ep is None else ep
     return memory.plan(dep.model, device or dep.device, cfg.scheduler.block_size,
                        cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep,
-                       state_reserve=_state_reserve(cfg, dep.model, tp), pp=dep.pp)
+                       state_reserve=_state_reserve(cfg, dep.model, tp), pp=dep.pp,
+                       redundant=dep.redundant_experts if ep == dep.ep else 0)
 
 
 def _state_reserve(cfg: RunConfig, model, tp: int) -> int:
@@ -331,10 +343,13 @@ def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple
         dtp = 1 if explicit_one else t
         if dep.draft is not None and not tp_fits(dep.draft, dtp):
             continue
-        eps = [t if cfg.parallel.enable_expert_parallel else 1]
-        if dep.model.is_moe and t > 1 and not dep.model.num_experts % t:
+        dp = cfg.parallel.data_parallel_size  # > 1 only with expert parallel over dp x t GPUs (refused otherwise)
+        eps = [t * dp if cfg.parallel.enable_expert_parallel else 1]
+        if dp > 1 and dep.model.num_experts % (t * dp):
+            continue
+        if dp == 1 and dep.model.is_moe and t > 1 and not dep.model.num_experts % t:
             eps.append(1 if eps[0] > 1 else t)
-        for e in eps if t > 1 else [1]:
+        for e in eps if t * dp > 1 else [1]:
             try:
                 if _plan_at(cfg, dep, t, dtp, head, ep=e, device=device).num_blocks >= need_blocks:
                     return t, e

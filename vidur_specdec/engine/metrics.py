@@ -25,6 +25,9 @@ STEP_COLUMNS = [
     "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms", "comm_ms", "lm_head_ms",
     "sampling_ms", "overhead_ms", "k", "moe_ms", "experts_touched",
 ]
+# A data-parallel group's steps add these (vidur_specdec/engine/dp_predictor.py): the all-to-all (ms, part of
+# verify_ms), the slowest and the mean rank's own work (ms) and the ranks running vLLM's dummy batch
+DP_COLUMNS = ["a2a_ms", "dp_slowest_rank_ms", "dp_mean_rank_ms", "dp_idle_ranks"]
 # A run warns when more than this fraction of steps change k from the previous step
 # (vLLM issue #49548: throughput collapses when the batch size hovers at a schedule boundary).
 FLIP_WARN_FRACTION = 0.05
@@ -58,6 +61,7 @@ class StepRecorder:
                 decode_reqs += 1
                 guesses += planned[0]
                 accepted += planned[1]
+        more = getattr(execution_time, "columns", None)  # a data-parallel group's step: DP_COLUMNS
         self.rows.append((
             len(self.rows), replica, time, execution_time.total_time * 1e3, len(batch_stage.requests),
             sum(batch_stage.num_q_tokens), decode_reqs, guesses, prefill_tokens, ctx_tokens,
@@ -65,7 +69,7 @@ class StepRecorder:
             execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
             getattr(execution_time, "k", 0), getattr(execution_time, "moe_ms", 0.0),
             getattr(execution_time, "experts_touched", 0.0),
-        ))
+        ) + (more() if more is not None else ()))
 
     def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:
         pass
@@ -79,7 +83,8 @@ class StepRecorder:
     # tables ------------------------------------------------------------------
     def steps_frame(self) -> pd.DataFrame:
         """One row per step in start-time order, ties by replica id; ``step`` numbers that order."""
-        df = pd.DataFrame(self.rows, columns=STEP_COLUMNS)
+        wide = bool(self.rows) and len(self.rows[0]) > len(STEP_COLUMNS)
+        df = pd.DataFrame(self.rows, columns=STEP_COLUMNS + DP_COLUMNS if wide else STEP_COLUMNS)
         df = df.sort_values(["start_s", "replica"], kind="stable").reset_index(drop=True)
         df["step"] = np.arange(len(df))
         return df
@@ -167,3 +172,17 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
     }
     out.update(extra)
     return out
+
+
+def data_parallel_summary(steps: pd.DataFrame, dp: int, redundant: int) -> Dict:
+    """A data-parallel run's summary keys: ranks, EPLB's spare copies, and shares of the summed step time
+    (``a2a_share``: the all-to-all; ``dp_wait_share``: ranks waiting for the slowest rank, slowest minus mean)."""
+    total = float(steps["duration_ms"].sum()) if len(steps) else 0.0
+    wide = "a2a_ms" in steps
+
+    def share(x) -> float:
+        return round(float(x) / total, 6) if total > 0 and wide else 0.0
+
+    return {"data_parallel_size": dp, "num_redundant_experts": redundant,
+            "a2a_share": share(steps["a2a_ms"].sum()) if wide else 0.0,
+            "dp_wait_share": share((steps["dp_slowest_rank_ms"] - steps["dp_mean_rank_ms"]).sum()) if wide else 0.0}

@@ -54,7 +54,7 @@ from vidur_specdec.costs.pipeline import AUX_METHODS
 from vidur_specdec.config import GLOBAL_SCHEDULERS as GLOBAL_SCHEDULER_NAMES, ConfigError, RunConfig
 from vidur_specdec.engine.resolve import load, priced, resolve
 from vidur_specdec.engine.warnings import config_warnings
-from vidur_specdec.engine.metrics import StepRecorder, requests_frame, summarize
+from vidur_specdec.engine.metrics import StepRecorder, data_parallel_summary, requests_frame, summarize
 from vidur_specdec.engine.pipeline_metrics import PipelineStepRecorder
 from vidur_specdec.engine.deployment import Deployment
 from vidur_specdec.architectures.models import ModelSpec
@@ -64,6 +64,8 @@ from vidur_specdec.engine.request import SpecRequest
 from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
+from vidur_specdec.engine.dp_group import DPGroupSchedulerConfig
+from vidur_specdec.engine.dp_predictor import DPPredictorConfig
 from vidur_specdec.engine.workload import RequestSpec
 from vidur_specdec.engine.topology import prepare_topology
 from vidur_specdec.engine.disagg import run_topology
@@ -276,6 +278,9 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     spec = cfg.speculative
     dep = resolve(cfg).deployment
     model, draft_spec = dep.model, dep.draft
+    if dep.dp > 1:  # refuse, in one line and before any work, a device or source without all-to-all tables
+        for mode in ("decode", "prefill"):
+            dep.kernels.all_to_all_ms(model, mode, 1, dep.ep)
     acceptance = acceptance_mod.build(spec, cfg.seed)  # reads and checks a trace before any work
     if specs is None:
         specs = deployment.run_requests(cfg, acceptance)  # a trace's lengths stay paired with its acceptance
@@ -297,7 +302,9 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     if draft_spec is not None:
         d = choices["draft"]
         files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
-    predictor = SpecDecPredictorConfig(
+    dp = dep.dp > 1  # a data-parallel group per replica (vidur_specdec/engine/dp_group.py)
+    predictor = (DPPredictorConfig if dp else SpecDecPredictorConfig)(
+        **({"data_parallel_size": dep.dp, "redundant_experts": dep.redundant_experts} if dp else {}),
         target=target,
         verify_cost=verify_cost.build(spec),
         proposer=proposer,
@@ -313,7 +320,8 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         eagle3_aux=bool(spec.enabled and spec.method in AUX_METHODS),
     )
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
-    scheduler = SpecSarathiSchedulerConfig(
+    scheduler = (DPGroupSchedulerConfig if dp else SpecSarathiSchedulerConfig)(
+        **({"data_parallel_size": dep.dp} if dp else {}),
         chunk_size=cfg.scheduler.chunk_size,
         batch_size_cap=cfg.scheduler.batch_size_cap,
         num_speculative_tokens=spec.num_speculative_tokens if spec.enabled else 0,
@@ -418,10 +426,12 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "num_replicas": p.cfg.parallel.num_replicas,
         "global_scheduler": p.cfg.parallel.global_scheduler,
         "num_gpus": p.cfg.parallel.num_replicas * p.cfg.parallel.tensor_parallel_size
-        * p.cfg.parallel.pipeline_parallel_size,
+        * p.cfg.parallel.pipeline_parallel_size * p.cfg.parallel.data_parallel_size,
         **({"pipeline_parallel_size": p.cfg.parallel.pipeline_parallel_size}
            if p.cfg.parallel.pipeline_parallel_size > 1 else {}),
         **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
+        **(data_parallel_summary(steps, p.deployment.dp, p.deployment.redundant_experts)
+           if p.deployment and p.deployment.dp > 1 else {}),
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }

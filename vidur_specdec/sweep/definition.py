@@ -161,6 +161,7 @@ NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "sche
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
            "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
            "parallel.pipeline_parallel_size": 1,
+           "parallel.data_parallel_size": 1, "parallel.enable_eplb": False, "parallel.num_redundant_experts": 0,
            "workload.dataset": None, "workload.temperature": None, "speculative.acceptance_at_k": None,
            "speculative.acceptance_factors": ["context", "dataset", "temperature"],
            "disaggregation": dataclasses.asdict(DisaggregationConfig())}  # colocated: one mixed pool

@@ -1,6 +1,7 @@
 """The per-batch-size schedule, chosen from the step-cost model and the acceptance input.
 
-For each batch size b (1 .. ``scheduler.batch_size_cap``) and each k (0 ..
+For each batch size b (1 .. ``scheduler.batch_size_cap``; per rank on a
+data-parallel deployment, every rank holding b) and each k (0 ..
 k_max) a decode step of b requests with k guesses each is priced by the
 simulator's own predictor (:class:`~vidur_specdec.engine.predictor.SpecDecExecutionTimePredictor`:
 target forward, verify attention policy, proposer), so any change to the step
@@ -72,15 +73,20 @@ def step_pricer(cfg: RunConfig):
 
     p = prepare(cfg)
     cluster = vidur_config(p, p.scheduler, SpecRequest).cluster_config
+    dp = p.deployment.dp if p.deployment is not None else 1
+    if dp > 1:  # a data-parallel group: b is the batch of EVERY rank (vLLM's per-rank scheduler), priced together
+        from vidur_specdec.engine.dp_predictor import DPExecutionTimePredictor as SpecDecExecutionTimePredictor
     predictor = SpecDecExecutionTimePredictor(p.predictor, cluster.replica_config, cluster.cache_config)
 
-    stages = p.deployment.pp
+    stages = p.deployment.pp if p.deployment is not None else 1
 
     def price(b: int, k: int, ctx: int) -> float:
         # under pipeline parallelism b is one micro-batch (vLLM looks k up per schedule() call, one micro-batch)
         # and its price the slowest stage: with the pipeline full, one micro-batch leaves per slowest stage
         reqs = [SimpleNamespace(is_prefill_complete=True, id=i) for i in range(b)]
         batch = Batch(0, reqs, [k + 1] * b, [ctx + k + 1] * b)
+        if dp > 1:
+            batch._dp_parts = [batch] * dp  # every rank the same batch
         return max(predictor.get_execution_time(batch, s).total_time for s in range(stages)) * 1e3
 
     return p, price

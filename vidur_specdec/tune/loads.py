@@ -25,7 +25,8 @@ Crossovers and the best k use only loads whose runs are not overloaded.
 
 The search stays inside the config's valid ranges: qps up to ``workload.qps``'s
 upper bound, concurrency up to :data:`CONCURRENCY_BOUND_FACTOR` times
-``scheduler.max_num_seqs`` (beyond it requests only queue).
+``scheduler.max_num_seqs`` (times ``parallel.data_parallel_size``: the limit is per
+rank; beyond it requests only queue).
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ def load_bounds(base, axis) -> Dict[str, float]:
 
             seqs = max_batch(base) * base.disaggregation.decode_instances
             return {"lo": 1.0, "hi": float(CONCURRENCY_BOUND_FACTOR * seqs)}
-        return {"lo": 1.0, "hi": float(CONCURRENCY_BOUND_FACTOR * base.scheduler.max_num_seqs)}
+        # max_num_seqs is per data-parallel rank (vLLM's per-rank scheduler): a group holds dp times it
+        return {"lo": 1.0, "hi": float(CONCURRENCY_BOUND_FACTOR * base.scheduler.max_num_seqs
+                                       * base.parallel.data_parallel_size)}
     return {"lo": float(meta["qps"]["lo"]), "hi": float(meta["qps"]["hi"])}
 
 

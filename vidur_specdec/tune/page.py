@@ -323,6 +323,8 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
         dep = (f"<p id=\"deployment\"><strong>{e(str(d.get('model')))}</strong> on {e(str(d.get('device')).upper())} "
                f"&times; TP {d.get('tensor_parallel_size')}"
                + (f" &times; PP {d.get('pipeline_parallel_size')}" if (d.get("pipeline_parallel_size") or 1) > 1 else "")
+               + (f" &times; DP {d.get('data_parallel_size')} (expert parallel; batch sizes per rank)"
+                  if (d.get("data_parallel_size") or 1) > 1 else "")
                + (f" &times; {d.get('num_replicas')} replicas" if (d.get("num_replicas") or 1) > 1 else "")
                + f", method <code>{e(str(d.get('method')))}</code>, k = {d.get('k')}, acceptance "
                f"<code>{e(acc)}</code> = {e(json.dumps(d.get('acceptance_value')))}"

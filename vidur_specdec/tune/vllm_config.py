@@ -82,13 +82,20 @@ def engine_args(base) -> Dict[str, Any]:
         out["enable_expert_parallel"] = True
     if base.parallel.pipeline_parallel_size > 1:
         out["pipeline_parallel_size"] = base.parallel.pipeline_parallel_size
+    if base.parallel.data_parallel_size > 1:  # vLLM's --data-parallel-size: max_num_seqs is per rank
+        out["data_parallel_size"] = base.parallel.data_parallel_size
+    if base.parallel.enable_eplb:
+        out["enable_eplb"] = True
+        if base.parallel.num_redundant_experts:
+            out["eplb_config"] = {"num_redundant_experts": base.parallel.num_redundant_experts}
     return out
 
 
 def serve_command(base, spec_cfg: Dict[str, Any]) -> str:
     """A ``vllm serve`` line with the simulated engine keys and the speculative_config."""
     e = engine_args(base)
-    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in e.items())
+    flags = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" '{json.dumps(v, separators=(',', ':'))}'"
+                                                     if isinstance(v, dict) else f" {v}") for k, v in e.items())
     return f"vllm serve {base.model} {flags} --speculative-config '{json.dumps(spec_cfg, separators=(',', ':'))}'"
 
 
@@ -101,4 +108,6 @@ def deployment(base) -> Dict[str, Any]:
             **({"pipeline_parallel_size": base.parallel.pipeline_parallel_size}
                if base.parallel.pipeline_parallel_size > 1 else {}),
             "num_replicas": base.parallel.num_replicas, "method": s.method, "k": s.num_speculative_tokens,
-            "acceptance_input": used, "acceptance_value": value, "vllm_version": VLLM_VERSION}
+            "acceptance_input": used, "acceptance_value": value, "vllm_version": VLLM_VERSION,
+            **({"data_parallel_size": base.parallel.data_parallel_size}
+               if base.parallel.data_parallel_size > 1 else {})}

@@ -66,6 +66,11 @@ class CostModel:
 
         spec = cfg.speculative
         dep = resolve(cfg).deployment
+        if dep.dp > 1:  # a step log is one engine's; a data-parallel group's step needs every rank's batch
+            from vidur_specdec.config import ConfigError
+
+            raise ConfigError("parallel.data_parallel_size: validate prices one engine's step log; a data-parallel "
+                              "group (> 1) is not modelled here")
         target, proposer, _ = priced(cfg, dep, deployment.longest_request_tokens(cfg))
         proposer.bind(ProposerContext(dep.device, dep.tp, all_reduce_model(cfg.engine.all_reduce), dep.kernels))
         return cls(target, dep.model.num_layers, verify_cost.build(spec), proposer, cfg.model,

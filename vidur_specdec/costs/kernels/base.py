@@ -61,9 +61,23 @@ class KernelSource:
         """One NCCL all-reduce (ms), for collectives vLLM runs outside its custom all-reduce (logits gather)."""
         raise NotImplementedError
 
-    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1) -> Tuple[float, float]:
-        """(ms of one MoE layer on one GPU, distinct routed experts woken) for a step's token ``groups``."""
+    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1,
+                     redundant: int = 0, scope: str = "all", dispatched: bool = False) -> Tuple[float, float]:
+        """(ms of one MoE layer on one GPU, distinct routed experts woken) for a step's token ``groups``;
+        ``redundant``: EPLB's spare expert copies over the ``ep`` GPUs (0: none); ``scope``: ``all``, ``local``
+        (router and shared experts) or ``routed`` (routed experts, busiest GPU); ``dispatched``: an all-to-all
+        delivers each GPU only its own rows (data parallel > 1)."""
         raise NotImplementedError
+
+    def all_to_all_ms(self, spec, mode: str, tokens: float, ep: int) -> Tuple[float, float]:
+        """(dispatch ms, combine ms) of one MoE layer's expert-parallel all-to-all, ``tokens`` sent per rank,
+        ``mode`` ``decode`` (DeepEP low latency) or ``prefill`` (DeepEP normal); :class:`ConfigError` where the
+        source has no measured all-to-all (data parallel > 1 is refused there)."""
+        from vidur_specdec.config.errors import ConfigError
+
+        raise ConfigError(f"parallel.data_parallel_size: no measured all-to-all on {self.device.name} with the "
+                          f"{self.name} kernels; data parallel > 1 needs profiles: shipped (or measured) on a GPU "
+                          "whose tables hold DeepEP's (h100, h200, b200, b300, gb200, gb300)")
 
     def grouped_gemm_ms(self, rows: int, experts: int, k: int, n: int, dtype: str = "bf16") -> float:
         """A grouped GEMM (ms): ``rows`` token rows spread over ``experts`` weight matrices ``[k x n]``."""

@@ -61,11 +61,13 @@ class RooflineKernels(KernelSource):
     def nccl_all_reduce_ms(self, world: int, nbytes: int) -> float:
         return float(collectives.all_reduce_ms(self.device, int(world), int(nbytes)))
 
-    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1) -> Tuple[float, float]:
+    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1,
+                     redundant: int = 0, scope: str = "all", dispatched: bool = False) -> Tuple[float, float]:
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.costs.moe_layer import moe_layer_ms
 
-        return moe_layer_ms(spec, self.fields, tp, groups, ep=ep)
+        return moe_layer_ms(spec, self.fields, tp, groups, ep=ep, redundant=redundant, scope=scope,
+                           dispatched=dispatched)
 
     def grouped_gemm_ms(self, rows: int, experts: int, k: int, n: int, dtype: str = "bf16") -> float:
         """The builder's grouped-GEMM roofline (as in the MoE layer): FLOPs with a one-tile floor per expert."""

@@ -40,7 +40,7 @@ import numpy as np
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
-from vidur_specdec.costs import moe_layer
+from vidur_specdec.costs import all_to_all, moe_layer
 from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.costs.kernels import gdn as GDN
 from vidur_specdec.costs.kernels import mla_table as MLA
@@ -153,11 +153,18 @@ class TableKernels(RooflineKernels):
         """(measured routed-expert curve or None, why not) for ``spec``'s MoE layers at ``tp`` / ``ep``."""
         return FM.try_curve(self.system, spec, int(tp), int(ep))
 
-    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1) -> Tuple[float, float]:
+    def fused_moe_ms(self, spec, tp: int, groups: Sequence[int], ep: int = 1,
+                     redundant: int = 0, scope: str = "all", dispatched: bool = False) -> Tuple[float, float]:
         """The MoE layer with its routed experts from vLLM's fused-MoE table (:mod:`vidur_specdec.costs.fused_moe_table`)
-        where it holds the deployment's rows; router and shared experts on the roofline."""
-        curve = self._moe_curve(spec, tp, ep)[0]
-        return moe_layer.moe_layer_ms(spec, self.fields, tp, groups, ep=ep, routed=curve)
+        where it holds the deployment's rows; router and shared experts on the roofline. ``dispatched``: the
+        EP-1 table at the busiest GPU's received rows (:func:`vidur_specdec.costs.moe_layer.moe_layer_ms`)."""
+        curve = self._moe_curve(spec, tp, 1 if dispatched else ep)[0]
+        return moe_layer.moe_layer_ms(spec, self.fields, tp, groups, ep=ep, routed=curve, redundant=redundant,
+                                      scope=scope, dispatched=dispatched)
+
+    def all_to_all_ms(self, spec, mode: str, tokens: float, ep: int) -> Tuple[float, float]:
+        """DeepEP dispatch and combine from the measured tables (:mod:`vidur_specdec.costs.all_to_all`)."""
+        return all_to_all.layer_ms(self.system, spec, mode, tokens, ep)
 
     def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1):
         out = [w for s in specs if not SA.applies(s) for w in self._attention(s, tp).warnings()]

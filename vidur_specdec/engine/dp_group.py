@@ -1,0 +1,130 @@
+"""One data-parallel group as one Vidur replica: per-rank schedulers, a router, one synchronised step.
+
+vLLM 0.33.0 with ``--data-parallel-size D --enable-expert-parallel`` on an MoE
+model runs D engine cores (``DPEngineCoreProc``, ``vllm/v1/engine/core.py``), each
+with its own scheduler and KV cache (attention and KV per rank), and the MoE layers
+expert-parallel over all D x TP GPUs. The ranks step together: a rank with no work
+while another has some runs a dummy batch (``execute_dummy_batch``, one token) so the
+MoE all-to-all has all its peers, and the ranks agree each step whether any has work
+left (``_has_global_unfinished_reqs``). The front end routes each request to the rank
+of least load (``DPLBAsyncMPClient.get_core_engine_for_request``,
+``vllm/v1/engine/core_client.py``): score ``waiting + running``, plus
+``6 x waiting x max(0, kv_usage - 0.5)``, the scan starting one rank later each
+request so ties rotate.
+
+Here one Vidur replica is one such group. :class:`DPGroupReplicaScheduler` holds D
+:class:`~vidur_specdec.engine.scheduler.SpecSarathiReplicaScheduler` ranks (each its
+own queue, ``num_blocks`` KV blocks, ``max_num_seqs`` and token budget), routes
+arrivals as above, and on each schedule asks every rank for its batch; the group's
+step is one Vidur :class:`~vidur.entities.Batch` of all ranks' requests carrying the
+per-rank batches (``_dp_parts``; None for a rank that runs the dummy batch), priced by
+:class:`~vidur_specdec.engine.dp_predictor.DPExecutionTimePredictor`. No step runs when
+no rank has a batch (vLLM: all engines idle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from vidur.entities import Batch
+from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplicaScheduler
+from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
+
+from vidur_specdec.engine.scheduler import SpecDecSchedulerType, SpecSarathiReplicaScheduler, SpecSarathiSchedulerConfig
+
+DP_GROUP = SpecDecSchedulerType.SPEC_SARATHI + 1  # registry key (>= 100: never collides with Vidur's)
+WAITING_KV_PENALTY = 6.0  # vLLM 0.33.0 core_client.py: score += waiting * 6.0 * max(0, kv_cache_usage - 0.5)
+
+
+@dataclass
+class DPGroupSchedulerConfig(SpecSarathiSchedulerConfig):
+    """The per-rank speculative Sarathi settings plus the ranks of the group (``data_parallel_size``)."""
+
+    data_parallel_size: int = 1
+
+    @staticmethod
+    def get_type():
+        return DP_GROUP
+
+
+class DPGroupReplicaScheduler(BaseReplicaScheduler):
+    """D speculative Sarathi ranks behind vLLM's least-loaded router; one step for all of them."""
+
+    def __init__(self, replica_config, replica_scheduler_config, cache_config, request_generator_config,
+                 replica, num_stages, execution_time_predictor) -> None:
+        super().__init__(replica_config, replica_scheduler_config, cache_config, request_generator_config,
+                         replica, num_stages, execution_time_predictor)
+        self.ranks: List[SpecSarathiReplicaScheduler] = [
+            SpecSarathiReplicaScheduler(replica_config, replica_scheduler_config, cache_config,
+                                        request_generator_config, replica, num_stages, execution_time_predictor)
+            for _ in range(int(replica_scheduler_config.data_parallel_size))]
+        self._start = 0  # vLLM's eng_start_index: the rank the next scan starts from
+        self.rank_of = {}  # request id -> its rank
+
+    # ------------------------------------------------------------------ the router
+    def _score(self, rank: SpecSarathiReplicaScheduler) -> float:
+        waiting = len(rank._request_queue)
+        running = len(rank._allocation_map)
+        usage = rank._num_allocated_blocks / rank._cache_config.num_blocks
+        return waiting + running + (waiting * WAITING_KV_PENALTY * max(0.0, usage - 0.5) if waiting else 0.0)
+
+    def add_request(self, request) -> None:
+        n = len(self.ranks)
+        best, best_score = self._start, None
+        for i in range(n):
+            idx = (self._start + i) % n
+            s = self._score(self.ranks[idx])
+            if best_score is None or s < best_score:
+                best, best_score = idx, s
+        self._start = (self._start + 1) % n
+        self.rank_of[request.id] = best
+        self.ranks[best].add_request(request)
+
+    # ------------------------------------------------------------------ Vidur's view of the group
+    @property
+    def num_pending_requests(self) -> int:
+        return sum(r.num_pending_requests for r in self.ranks)
+
+    def get_pending_requests(self):
+        return [q for r in self.ranks for q in r.get_pending_requests()]
+
+    @property
+    def num_allocated_blocks(self) -> int:
+        return sum(r.num_allocated_blocks for r in self.ranks)
+
+    @property
+    def memory_usage_percent(self) -> float:
+        return sum(r.memory_usage_percent for r in self.ranks) / len(self.ranks)
+
+    def is_empty(self) -> bool:
+        return all(r.num_pending_requests == 0 and not r._allocation_map for r in self.ranks) and all(
+            s.is_empty() for s in self._replica_stage_schedulers.values())
+
+    # ------------------------------------------------------------------ one synchronised step
+    def _get_next_batch(self, time: float) -> Optional[Batch]:
+        parts: List[Optional[Batch]] = [r._get_next_batch(time) for r in self.ranks]
+        if all(p is None for p in parts):
+            return None
+        reqs, q, kv = [], [], []
+        for rank, part in zip(self.ranks, parts):
+            if part is None:
+                continue
+            rank._num_running_batches += 1  # the rank's own on_batch_end decrements it
+            reqs += part.requests
+            q += part.num_q_tokens
+            kv += part.num_kv_tokens
+        batch = Batch(self._replica_id, reqs, q, kv)
+        batch._dp_parts = parts
+        batch._specdec_k = max(getattr(p, "_specdec_k", 0) for p in parts if p is not None)
+        batch._specdec_sync = any(getattr(p, "_specdec_sync", False) for p in parts if p is not None)
+        return batch
+
+    def on_batch_end(self, batch) -> None:
+        super().on_batch_end(batch)
+        for rank, part in zip(self.ranks, batch._dp_parts):
+            if part is not None:
+                rank.on_batch_end(part)
+
+
+ReplicaSchedulerRegistry.register(DP_GROUP, DPGroupReplicaScheduler)
