@@ -16,22 +16,25 @@ Here one Vidur replica is one such group. :class:`DPGroupReplicaScheduler` holds
 :class:`~vidur_specdec.engine.scheduler.SpecSarathiReplicaScheduler` ranks (each its
 own queue, ``num_blocks`` KV blocks, ``max_num_seqs`` and token budget), routes
 arrivals as above, and on each schedule asks every rank for its batch; the group's
-step is one Vidur :class:`~vidur.entities.Batch` of all ranks' requests carrying the
-per-rank batches (``_dp_parts``; None for a rank that runs the dummy batch), priced by
-:class:`~vidur_specdec.engine.dp_predictor.DPExecutionTimePredictor`. No step runs when
+step is one Vidur :class:`~vidur.entities.Batch` of all ranks' requests whose
+:class:`~vidur_specdec.engine.step_plan.StepPlan` holds the ranks' plans (``dp_parts``;
+None for a rank that runs the dummy batch), priced by
+:class:`~vidur_specdec.engine.dp_predictor.DPExecutionTimePredictor`; the group keeps the
+ranks' own batches by the group batch's id until it ends, to hand each back to its rank. No step runs when
 no rank has a batch (vLLM: all engines idle).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from vidur.entities import Batch
 from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplicaScheduler
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
 
 from vidur_specdec.engine.scheduler import SpecDecSchedulerType, SpecSarathiReplicaScheduler, SpecSarathiSchedulerConfig
+from vidur_specdec.engine.step_plan import attach, merge_ranks, plan_of
 
 DP_GROUP = SpecDecSchedulerType.SPEC_SARATHI + 1  # registry key (>= 100: never collides with Vidur's)
 WAITING_KV_PENALTY = 6.0  # vLLM 0.33.0 core_client.py: score += waiting * 6.0 * max(0, kv_cache_usage - 0.5)
@@ -61,6 +64,7 @@ class DPGroupReplicaScheduler(BaseReplicaScheduler):
             for _ in range(int(replica_scheduler_config.data_parallel_size))]
         self._start = 0  # vLLM's eng_start_index: the rank the next scan starts from
         self.rank_of = {}  # request id -> its rank
+        self._parts: Dict[int, List[Optional[Batch]]] = {}  # group batch id -> the ranks' batches (None: idle)
 
     # ------------------------------------------------------------------ the router
     def _score(self, rank: SpecSarathiReplicaScheduler) -> float:
@@ -115,14 +119,13 @@ class DPGroupReplicaScheduler(BaseReplicaScheduler):
             q += part.num_q_tokens
             kv += part.num_kv_tokens
         batch = Batch(self._replica_id, reqs, q, kv)
-        batch._dp_parts = parts
-        batch._specdec_k = max(getattr(p, "_specdec_k", 0) for p in parts if p is not None)
-        batch._specdec_sync = any(getattr(p, "_specdec_sync", False) for p in parts if p is not None)
+        attach(batch, merge_ranks([plan_of(p) if p is not None else None for p in parts]))
+        self._parts[batch.id] = parts
         return batch
 
     def on_batch_end(self, batch) -> None:
         super().on_batch_end(batch)
-        for rank, part in zip(self.ranks, batch._dp_parts):
+        for rank, part in zip(self.ranks, self._parts.pop(batch.id)):
             if part is not None:
                 rank.on_batch_end(part)
 

@@ -1,7 +1,8 @@
 """The step time of a data-parallel group: the slowest rank, the experts of all ranks, the all-to-all.
 
-A group's step (:mod:`vidur_specdec.engine.dp_group`) carries one batch per rank
-(``_dp_parts``; None: the rank runs vLLM's one-token dummy batch). Every rank runs
+A group's step (:mod:`vidur_specdec.engine.dp_group`) is planned as one plan per rank
+(:class:`~vidur_specdec.engine.step_plan.StepPlan` ``dp_parts``; None: the rank runs
+vLLM's one-token dummy batch). Every rank runs
 its own attention, dense layers, router, shared experts, LM head, sampler and
 drafter on its own requests; the routed experts run expert-parallel over all
 DP x TP GPUs on every rank's tokens, and no rank's layer ends before the busiest
@@ -38,6 +39,7 @@ from vidur.execution_time_predictor import BaseExecutionTimePredictor, Execution
 
 from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor, SpecDecPredictorConfig, SpecDecPredictorType
 from vidur_specdec.engine.predictor import StepComposition, StepTime
+from vidur_specdec.engine.step_plan import idle_rank_plan, plan_of
 
 DP_PREDICTOR = SpecDecPredictorType.SPECDEC_PROFILE + 1  # registry key (>= 100: never collides with Vidur's)
 
@@ -54,16 +56,7 @@ class DPPredictorConfig(SpecDecPredictorConfig):
         return DP_PREDICTOR
 
 
-class _DummyBatch:
-    """vLLM's dummy batch of an idle rank (``execute_dummy_batch`` -> ``_dummy_run(1)``): one token, no KV."""
-
-    requests = ()
-    num_q_tokens = ()
-    num_kv_tokens = ()
-    total_num_q_tokens = 1
-
-    def __init__(self) -> None:
-        self._specdec_comp = StepComposition(1, [], [], [])
+DUMMY_RANK = idle_rank_plan(1)  # vLLM's dummy batch of an idle rank (execute_dummy_batch -> _dummy_run(1)): one token
 
 
 class DPStepTime(StepTime):
@@ -71,9 +64,9 @@ class DPStepTime(StepTime):
 
     __slots__ = ("a2a_ms", "dp_slowest_rank_ms", "dp_mean_rank_ms", "dp_idle_ranks")
 
-    def __init__(self, target, draft_ms, comm_ms, extra, k, moe_ms, experts_touched, a2a_ms: float,
+    def __init__(self, target, draft_ms, comm_ms, extra, plan, moe_ms, experts_touched, a2a_ms: float,
                  slowest_ms: float, mean_ms: float, idle: int) -> None:
-        super().__init__(target, draft_ms, comm_ms, extra, k, moe_ms=moe_ms, experts_touched=experts_touched)
+        super().__init__(target, draft_ms, comm_ms, extra, plan, moe_ms=moe_ms, experts_touched=experts_touched)
         self.a2a_ms = a2a_ms
         self.verify_ms += a2a_ms
         self.total_time += a2a_ms * 1e-3
@@ -118,8 +111,9 @@ class DPExecutionTimePredictor(SpecDecExecutionTimePredictor):
             self._moe, self._tp, groups, ep=self._ep, redundant=self._redundant, scope=scope, dispatched=True))
 
     def get_execution_time(self, batch, pipeline_stage: int) -> DPStepTime:
-        parts = [p if p is not None else _DummyBatch() for p in batch._dp_parts]
-        comps = [StepComposition.of(p) for p in parts]
+        plan = plan_of(batch)
+        parts = [p if p is not None else DUMMY_RANK for p in plan.dp_parts]
+        comps = [p.composition for p in parts]
         groups = [_groups(c) for c in comps]
         routed_ms, distinct = self._moe_part([g for gs in groups for g in gs], "routed")
         layers = self._moe.num_moe_layers
@@ -129,10 +123,10 @@ class DPExecutionTimePredictor(SpecDecExecutionTimePredictor):
                 ranks.append(seen[id(part)])
                 continue
             local_ms = self._moe_part(gs, "local")[0]
-            part._specdec_moe = (local_ms + routed_ms, distinct)  # what the rank's MoE layer costs (up_proj)
+            self._price_moe_as(part, (local_ms + routed_ms, distinct))  # what the rank's MoE layer costs (up_proj)
             target = BaseExecutionTimePredictor.get_execution_time(self, part, pipeline_stage)
             draft = self._proposer.step_time_ms(comp) if self._proposer else 0.0
-            extra = self._overheads.cost(part) if self._overheads is not None else None
+            extra = self._extra(part)
             total = target.total_time * 1e3 + draft + (extra.total_ms if extra is not None else 0.0)
             ranks.append((total - layers * routed_ms, target, draft, extra, local_ms))
             seen[id(part)] = ranks[-1]
@@ -144,8 +138,8 @@ class DPExecutionTimePredictor(SpecDecExecutionTimePredictor):
         dispatch, combine = self._cached(("a2a", mode, tokens),
                                          lambda: self._kernels.all_to_all_ms(self._moe, mode, tokens, self._ep))
         comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
-        idle = sum(p is None for p in batch._dp_parts)
-        return DPStepTime(target, draft, comm_ms, extra, getattr(batch, "_specdec_k", 0),
+        idle = sum(p is None for p in plan.dp_parts)
+        return DPStepTime(target, draft, comm_ms, extra, plan,
                           (local_ms + routed_ms) * layers, distinct, (dispatch + combine) * layers,
                           own[slowest], sum(own) / len(own), idle)
 

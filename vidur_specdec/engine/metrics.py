@@ -48,26 +48,19 @@ class StepRecorder:
         pass
 
     def on_replica_stage_schedule(self, time, replica_id, stage_id, batch_stage, execution_time) -> None:
-        """Called when a step starts: read its composition before progress is applied."""
+        """Called when a step starts: its row, from the step plan the predictor priced (``execution_time.plan``)."""
         replica = int(getattr(replica_id, "id", replica_id))
-        decode_reqs = guesses = prefill_tokens = ctx_tokens = accepted = 0
-        for req, q, kv in zip(batch_stage.requests, batch_stage.num_q_tokens, batch_stage.num_kv_tokens):
-            self.replica_of[req.index] = replica
-            ctx_tokens += kv - q
-            planned = req.planned
-            if planned is None:
-                prefill_tokens += q
-            else:
-                decode_reqs += 1
-                guesses += planned[0]
-                accepted += planned[1]
+        plan = execution_time.plan
+        replica_of = self.replica_of
+        for index in plan.indices:
+            replica_of[index] = replica
         more = getattr(execution_time, "columns", None)  # a data-parallel group's step: DP_COLUMNS
         self.rows.append((
-            len(self.rows), replica, time, execution_time.total_time * 1e3, len(batch_stage.requests),
-            sum(batch_stage.num_q_tokens), decode_reqs, guesses, prefill_tokens, ctx_tokens,
-            accepted, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
+            len(self.rows), replica, time, execution_time.total_time * 1e3, len(plan),
+            plan.num_tokens, plan.num_decodes, plan.guesses_total, plan.prefill_tokens, plan.context_tokens,
+            plan.accepted_total, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
             execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
-            getattr(execution_time, "k", 0), getattr(execution_time, "moe_ms", 0.0),
+            execution_time.k, getattr(execution_time, "moe_ms", 0.0),
             getattr(execution_time, "experts_touched", 0.0),
         ) + (more() if more is not None else ()))
 

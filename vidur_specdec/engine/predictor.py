@@ -4,8 +4,9 @@
 :data:`SPECDEC_PREDICTOR`. It prices a step from the target's fitted
 :class:`~vidur_specdec.costs.operator_model.OperatorTimeModel` (per-layer ops ×
 layers, the tensor-parallel all-reduces from :mod:`~vidur_specdec.hardware.collectives`),
-tells a verify request from a prefill chunk by ``request.is_prefill_complete``
-(not by ``num_q_tokens == 1``), prices verify attention with the configured
+reads the step from its :class:`~vidur_specdec.engine.step_plan.StepPlan` (a verify
+request told from a prefill chunk by the request's prefill state when the step was
+formed, not by ``num_q_tokens == 1``; Vidur's per-layer hooks receive the plan), prices verify attention with the configured
 :mod:`~vidur_specdec.costs.verify_cost` policy, and adds the proposer's time and what
 a step costs beyond the layers (:mod:`~vidur_specdec.costs.step_overheads`).
 
@@ -49,6 +50,7 @@ from vidur_specdec.speculation.proposers.base import ProposerContext
 from vidur_specdec.costs.kernels import unbound
 from vidur_specdec.costs import pipeline
 from vidur_specdec.costs.step_overheads import StepCost
+from vidur_specdec.engine.step_plan import StepComposition, StepPlan, plan_of  # noqa: F401 (StepComposition re-exported)
 
 # --------------------------------------------------------------------------- the Vidur predictor
 
@@ -62,52 +64,6 @@ class SpecDecPredictorType(BaseIntEnum):
 SPECDEC_PREDICTOR = SpecDecPredictorType.SPECDEC_PROFILE
 
 
-@dataclass
-class StepComposition:
-    """What one step computes, read once per batch.
-
-    ``decode_q[i]`` is tokens charged to decoding request i (1 + guesses) and
-    ``decode_ctx[i]`` the tokens it already had (its KV before the step);
-    ``prefill`` holds (context before the chunk, chunk tokens) per prefill request;
-    ``decode_catchup[i]`` the tokens request i advanced in its previous step
-    (accepted + 1), which a drafter head has yet to process (1 when unknown);
-    ``decode_prev_q[i]`` the tokens it was charged in its previous step (1 + its
-    guesses then; 1 when unknown); ``drafter_sync`` marks a step whose
-    scheduled k is 0 under a per-batch-size schedule, on which vLLM's GPU
-    drafter still runs its first pass to keep its KV in sync.
-    """
-
-    num_tokens: int
-    decode_q: List[int]
-    decode_ctx: List[int]
-    prefill: List[Tuple[int, int]]
-    decode_catchup: List[int] = field(default_factory=list)
-    decode_prev_q: List[int] = field(default_factory=list)
-    drafter_sync: bool = False
-
-    @classmethod
-    def of(cls, batch) -> "StepComposition":
-        comp = getattr(batch, "_specdec_comp", None)
-        if comp is not None:
-            return comp
-        dq, dctx, pf, dc, dp = [], [], [], [], []
-        for req, q, kv in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens):
-            if req.is_prefill_complete:
-                dq.append(q)
-                dctx.append(kv - q)
-                dc.append(getattr(req, "catchup_tokens", 1))
-                dp.append(getattr(req, "previous_q_tokens", 1))
-            else:
-                pf.append((kv - q, q))
-        comp = cls(batch.total_num_q_tokens, dq, dctx, pf, dc, dp, bool(getattr(batch, "_specdec_sync", False)))
-        batch._specdec_comp = comp
-        return comp
-
-    @property
-    def max_guesses(self) -> int:
-        return max(self.decode_q, default=1) - 1
-
-
 class StepTime:
     """A step's time: the target's pass plus the proposer plus the engine's overheads.
 
@@ -119,20 +75,23 @@ class StepTime:
     ``draft_ms`` the proposer; ``sampling_ms`` the sampler; ``overhead_ms``
     the engine's CPU work. The step's duration is the sum of all but
     ``comm_ms``. ``total_time`` / ``model_time`` are seconds, as Vidur expects; other
-    attributes are read through to the target's ExecutionTime.
+    attributes are read through to the target's ExecutionTime. ``plan`` is the
+    :class:`~vidur_specdec.engine.step_plan.StepPlan` priced (how the step recorders,
+    which Vidur hands no batch, read the step); ``k`` its k.
     """
 
     __slots__ = ("target", "verify_ms", "draft_ms", "comm_ms", "lm_head_ms", "sampling_ms", "overhead_ms",
-                 "total_time", "model_time", "k", "moe_ms", "experts_touched", "send_ms")
+                 "total_time", "model_time", "k", "moe_ms", "experts_touched", "send_ms", "plan")
 
-    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None, k: int = 0,
+    def __init__(self, target, draft_ms: float, comm_ms: float = 0.0, extra=None, plan: Optional[StepPlan] = None,
                  moe_ms: float = 0.0, experts_touched: float = 0.0) -> None:
         self.target = target
+        self.plan = plan
         # mixture-of-experts targets: the MoE layers' time (ms, whole model, part of verify_ms)
         # and the mean distinct routed experts woken per MoE layer (0 on a dense target)
         self.moe_ms = moe_ms
         self.experts_touched = experts_touched
-        self.k = k  # the k the step's guesses were drawn with (the scheduler's, 0 without speculation)
+        self.k = plan.k if plan is not None else 0  # the k the step's guesses were drawn with (0: none)
         self.send_ms = 0.0  # pipeline parallel: this stage's send to the next stage (part of verify_ms)
         self.comm_ms = comm_ms
         self.lm_head_ms = extra.lm_head_ms if extra is not None else 0.0
@@ -221,16 +180,22 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             self._aux = [pipeline.aux_states_sent(layers, self._pp, s) if predictor_config.eagle3_aux else 0
                          for s in range(self._pp)]
             self._stage = 0
+        self._moe_for = self._gdn_for = None  # the last plan whose MoE / gated-delta-net layer was priced
+        self._moe_value = self._gdn_value = None  # and that layer's price (see _moe_layer, _linear_attention_ms)
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
+        """The step's time; ``batch`` is Vidur's batch (its :mod:`~vidur_specdec.engine.step_plan` plan is
+        what is priced) or a :class:`~vidur_specdec.engine.step_plan.StepPlan`. The per-layer hooks Vidur's
+        base class calls receive the plan."""
         if self._pp > 1:
             return self._stage_time(batch, pipeline_stage)
-        return self._whole_time(batch, pipeline_stage)
+        return self._whole_time(plan_of(batch), pipeline_stage)
 
     def _stage_time(self, batch, stage: int) -> StepTime:
         """One pipeline stage of a step: its layers (vLLM's split), its send to the next stage (all but the
         last), the engine's CPU work on the first, and the LM head, sampling and drafter on the last
         (vLLM 0.33 puts the drafter on the last rank, ``gpu_model_runner.py``)."""
+        plan = plan_of(batch)
         start, end = self._ranges[stage]
         n = end - start
         self._stage = stage
@@ -240,67 +205,78 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             dense = max(0, min(end, self._moe.dense_layers) - start)
             self._dense_share = dense / n
             moe_layers = n - dense
-        target = super().get_execution_time(batch, stage)
+        target = super().get_execution_time(plan, stage)
         last = stage == self._pp - 1
-        draft_ms = self._proposer.step_time_ms(StepComposition.of(batch)) if (self._proposer and last) else 0.0
+        draft_ms = self._proposer.step_time_ms(plan.composition) if (self._proposer and last) else 0.0
         comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
-        extra = self._overheads.cost(batch) if self._overheads is not None else None
+        extra = self._extra(plan)
         if extra is not None:
             extra = StepCost(extra.lm_head_ms if last else 0.0, extra.sampling_ms if last else 0.0,
                              extra.overhead_ms if stage == 0 else 0.0)
-        k = getattr(batch, "_specdec_k", 0)
         if self._moe is None:
-            out = StepTime(target, draft_ms, comm_ms, extra, k)
+            out = StepTime(target, draft_ms, comm_ms, extra, plan)
         else:
-            layer_ms, distinct = self._moe_layer(batch)
-            out = StepTime(target, draft_ms, comm_ms, extra, k, moe_ms=layer_ms * moe_layers,
+            layer_ms, distinct = self._moe_layer(plan)
+            out = StepTime(target, draft_ms, comm_ms, extra, plan, moe_ms=layer_ms * moe_layers,
                            experts_touched=distinct)
         out.send_ms = target.pipeline_parallel_communication_time
         return out
 
-    def _whole_time(self, batch, pipeline_stage: int) -> StepTime:
+    def _whole_time(self, plan: StepPlan, pipeline_stage: int) -> StepTime:
         """Target forward (base class, per-layer ops × layers, all-reduces included) plus proposer
         time plus what the step costs beyond the layers (:mod:`~vidur_specdec.costs.step_overheads`)."""
-        target = super().get_execution_time(batch, pipeline_stage)
-        draft_ms = self._proposer.step_time_ms(StepComposition.of(batch)) if self._proposer else 0.0
+        target = super().get_execution_time(plan, pipeline_stage)
+        draft_ms = self._proposer.step_time_ms(plan.composition) if self._proposer else 0.0
         # what Vidur added: the TP all-reduce twice per layer (after attention and after the MLP);
         # it calls _get_tensor_parallel_communication_time only when the replica's TP > 1
         comm_ms = 2 * target.num_layers * target.tensor_parallel_communication_time
-        extra = self._overheads.cost(batch) if self._overheads is not None else None
+        extra = self._extra(plan)
         if self._moe is None:
-            return StepTime(target, draft_ms, comm_ms, extra, getattr(batch, "_specdec_k", 0))
-        layer_ms, distinct = self._moe_layer(batch)
-        return StepTime(target, draft_ms, comm_ms, extra, getattr(batch, "_specdec_k", 0),
+            return StepTime(target, draft_ms, comm_ms, extra, plan)
+        layer_ms, distinct = self._moe_layer(plan)
+        return StepTime(target, draft_ms, comm_ms, extra, plan,
                         moe_ms=layer_ms * self._moe.num_moe_layers, experts_touched=distinct)
 
-    def _moe_layer(self, batch):
-        """(ms of one MoE layer, distinct experts it wakes) for this step, priced once per batch."""
-        cached = getattr(batch, "_specdec_moe", None)
+    def _extra(self, plan: StepPlan):
+        """The step's LM head, sampling and engine overhead (:mod:`~vidur_specdec.costs.step_overheads`), or None."""
+        if self._overheads is None:
+            return None
+        return self._overheads.cost_rows(plan.logit_rows, len(plan), plan.verifying)
+
+    def _moe_layer(self, plan: StepPlan):
+        """(ms of one MoE layer, distinct experts it wakes) for this step, priced once per plan (the last
+        plan priced is remembered: the MoE share is read by ``up_proj`` and by the step's totals)."""
+        if self._moe_for is plan:
+            return self._moe_value
+        comp = plan.composition
+        groups = list(comp.decode_q) + [c for _, c in comp.prefill]
+        key = tuple(sorted(groups))  # the cost depends on the multiset of group sizes only
+        memo = self.__dict__.setdefault("_moe_memo", {})
+        cached = memo.get(key)
         if cached is None:
-            comp = StepComposition.of(batch)
-            groups = list(comp.decode_q) + [c for _, c in comp.prefill]
-            key = tuple(sorted(groups))  # the cost depends on the multiset of group sizes only
-            memo = self.__dict__.setdefault("_moe_memo", {})
-            cached = memo.get(key)
-            if cached is None:
-                if len(memo) >= 65536:  # bounded: steady decode steps repeat, prefill mixes rarely do
-                    memo.clear()
-                cached = memo[key] = self._kernels.fused_moe_ms(self._moe, self._tp, groups, ep=self._ep)
-            batch._specdec_moe = cached
+            if len(memo) >= 65536:  # bounded: steady decode steps repeat, prefill mixes rarely do
+                memo.clear()
+            cached = memo[key] = self._kernels.fused_moe_ms(self._moe, self._tp, groups, ep=self._ep)
+        self._price_moe_as(plan, cached)
         return cached
 
-    def _tok(self, batch) -> int:
-        return batch.total_num_q_tokens
+    def _price_moe_as(self, plan: StepPlan, value) -> None:
+        """Price ``plan``'s MoE layer as ``value`` = (ms, distinct experts) (the data-parallel group's
+        predictor sets a rank's share of the group's experts this way before pricing the rank)."""
+        self._moe_for, self._moe_value = plan, value
 
-    def _get_attention_layer_pre_proj_execution_time(self, batch) -> float:
-        if self._hybrid is not None:
-            return self._hybrid_proj(self._tok(batch))[0]
-        return self._m.linear_ms("attn_pre_proj", self._tok(batch))
+    def _tok(self, plan: StepPlan) -> int:
+        return plan.num_tokens
 
-    def _get_attention_layer_post_proj_execution_time(self, batch) -> float:
+    def _get_attention_layer_pre_proj_execution_time(self, plan) -> float:
         if self._hybrid is not None:
-            return self._hybrid_proj(self._tok(batch))[1]
-        return self._m.linear_ms("attn_post_proj", self._tok(batch))
+            return self._hybrid_proj(self._tok(plan))[0]
+        return self._m.linear_ms("attn_pre_proj", self._tok(plan))
+
+    def _get_attention_layer_post_proj_execution_time(self, plan) -> float:
+        if self._hybrid is not None:
+            return self._hybrid_proj(self._tok(plan))[1]
+        return self._m.linear_ms("attn_post_proj", self._tok(plan))
 
     def _hybrid_proj(self, tokens: int):
         """(input, output) projections of the mean layer of a hybrid model (ms), from the kernel source's GEMMs:
@@ -327,70 +303,70 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             memo[tokens] = got
         return got
 
-    def _linear_attention_ms(self, batch) -> float:
-        """One gated-delta-net layer of the step (ms), priced once per batch by the kernel source."""
-        cached = getattr(batch, "_specdec_gdn", None)
+    def _linear_attention_ms(self, plan: StepPlan) -> float:
+        """One gated-delta-net layer of the step (ms), priced once per plan by the kernel source."""
+        if self._gdn_for is plan:
+            return self._gdn_value
+        comp = plan.composition
+        chunks = [c for _, c in comp.prefill]
+        # the cost depends on the decoding requests, their summed tokens and the prefill tokens only
+        key = (len(comp.decode_q), sum(comp.decode_q), len(chunks), sum(chunks))
+        memo = self.__dict__.setdefault("_gdn_memo", {})
+        cached = memo.get(key)
         if cached is None:
-            comp = StepComposition.of(batch)
-            chunks = [c for _, c in comp.prefill]
-            # the cost depends on the decoding requests, their summed tokens and the prefill tokens only
-            key = (len(comp.decode_q), sum(comp.decode_q), len(chunks), sum(chunks))
-            memo = self.__dict__.setdefault("_gdn_memo", {})
-            cached = memo.get(key)
-            if cached is None:
-                if len(memo) >= 65536:
-                    memo.clear()
-                cached = memo[key] = self._kernels.linear_attention_ms(self._hybrid, self._tp, comp.decode_q, chunks)
-            batch._specdec_gdn = cached
+            if len(memo) >= 65536:
+                memo.clear()
+            cached = memo[key] = self._kernels.linear_attention_ms(self._hybrid, self._tp, comp.decode_q, chunks)
+        self._gdn_for, self._gdn_value = plan, cached
         return cached
 
-    def _get_attention_rope_execution_time(self, batch) -> float:
-        return self._m.linear_ms("attn_rope", self._tok(batch))
+    def _get_attention_rope_execution_time(self, plan) -> float:
+        return self._m.linear_ms("attn_rope", self._tok(plan))
 
-    def _get_attention_kv_cache_save_execution_time(self, batch) -> float:
+    def _get_attention_kv_cache_save_execution_time(self, plan) -> float:
         return 0.0  # Vidur leaves KV-cache save out of the layer time
 
-    def _get_attention_decode_execution_time(self, batch) -> float:
-        comp = StepComposition.of(batch)
+    def _get_attention_decode_execution_time(self, plan) -> float:
+        comp = plan.composition
         if self._hybrid is not None:  # the gated-delta-net layers' whole step rides on the decode op
             full = self._verify_cost.attention_ms(self._m, comp.decode_q, comp.decode_ctx) if comp.decode_q else 0.0
-            return self._full_share * full + (1.0 - self._full_share) * self._linear_attention_ms(batch)
+            return self._full_share * full + (1.0 - self._full_share) * self._linear_attention_ms(plan)
         if not comp.decode_q:
             return 0.0
         return self._verify_cost.attention_ms(self._m, comp.decode_q, comp.decode_ctx)
 
-    def _get_attention_prefill_execution_time(self, batch) -> float:
+    def _get_attention_prefill_execution_time(self, plan) -> float:
         m = self._m
-        full = sum(m.prefill_attention_ms(kv, c) for kv, c in StepComposition.of(batch).prefill)
+        full = sum(m.prefill_attention_ms(kv, c) for kv, c in plan.composition.prefill)
         return full if self._hybrid is None else self._full_share * full
 
     # On a mixture-of-experts target the MLP ops are the per-layer mean of the dense
     # leading layers (the profile's MLP ops) and the MoE layers (costs/moe_layer.py,
     # priced from the step's composition): the MoE share rides on up_proj.
-    def _get_mlp_layer_up_proj_execution_time(self, batch) -> float:
-        dense = self._m.linear_ms("mlp_up_proj", self._tok(batch))
+    def _get_mlp_layer_up_proj_execution_time(self, plan) -> float:
+        dense = self._m.linear_ms("mlp_up_proj", self._tok(plan))
         if self._moe is None:
             return dense
-        return self._dense_share * dense + (1.0 - self._dense_share) * self._moe_layer(batch)[0]
+        return self._dense_share * dense + (1.0 - self._dense_share) * self._moe_layer(plan)[0]
 
-    def _get_mlp_layer_down_proj_execution_time(self, batch) -> float:
-        dense = self._m.linear_ms("mlp_down_proj", self._tok(batch))
+    def _get_mlp_layer_down_proj_execution_time(self, plan) -> float:
+        dense = self._m.linear_ms("mlp_down_proj", self._tok(plan))
         return dense if self._moe is None else self._dense_share * dense
 
-    def _get_mlp_layer_act_execution_time(self, batch) -> float:
-        dense = self._m.linear_ms("mlp_act", self._tok(batch))
+    def _get_mlp_layer_act_execution_time(self, plan) -> float:
+        dense = self._m.linear_ms("mlp_act", self._tok(plan))
         return dense if self._moe is None else self._dense_share * dense
 
-    def _get_attn_norm_layer_act_execution_time(self, batch) -> float:
-        return self._m.linear_ms("input_layernorm", self._tok(batch))
+    def _get_attn_norm_layer_act_execution_time(self, plan) -> float:
+        return self._m.linear_ms("input_layernorm", self._tok(plan))
 
-    def _get_mlp_norm_layer_act_execution_time(self, batch) -> float:
-        return self._m.linear_ms("post_attention_layernorm", self._tok(batch))
+    def _get_mlp_norm_layer_act_execution_time(self, plan) -> float:
+        return self._m.linear_ms("post_attention_layernorm", self._tok(plan))
 
-    def _get_add_layer_act_execution_time(self, batch) -> float:
-        return self._m.linear_ms("add", self._tok(batch))
+    def _get_add_layer_act_execution_time(self, plan) -> float:
+        return self._m.linear_ms("add", self._tok(plan))
 
-    def _get_tensor_parallel_communication_time(self, batch) -> float:
+    def _get_tensor_parallel_communication_time(self, plan) -> float:
         """One all-reduce (ms) of the step's hidden states: tokens × hidden × 2 bytes (bf16) at the TP degree.
 
         Vidur's ExecutionTime charges it twice per layer (after the attention
@@ -399,16 +375,16 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         """
         if self._tp <= 1:
             return 0.0
-        return self._kernels.all_reduce_ms(self._tp, self._tok(batch) * self._hidden * 2)
+        return self._kernels.all_reduce_ms(self._tp, self._tok(plan) * self._hidden * 2)
 
-    def _get_pipeline_parallel_communication_time(self, batch) -> float:
+    def _get_pipeline_parallel_communication_time(self, plan) -> float:
         """The current stage's send of the step's activations to the next stage (ms; Vidur skips the last)."""
         if self._pp <= 1:
             return 0.0
-        nbytes = pipeline.send_bytes(self._tok(batch), self._hidden, self._aux[self._stage])
+        nbytes = pipeline.send_bytes(self._tok(plan), self._hidden, self._aux[self._stage])
         return pipeline.send_ms(self._kernels.device, nbytes, self._tp, self._stage)
 
-    def _get_kv_parallel_communication_time(self, batch) -> float:
+    def _get_kv_parallel_communication_time(self, plan) -> float:
         return 0.0
 
 

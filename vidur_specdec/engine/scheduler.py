@@ -28,12 +28,17 @@ three things for a decoding request and leaves the rest to Sarathi:
   guesses after the step's forward, to be verified in the next step. The
   first step uses the static k (vLLM: no request scheduled -> static k).
   Lookahead KV stays sized by the static maximum k, as in vLLM. A step whose
-  scheduled k is 0 is marked (``_specdec_sync``) so a GPU drafter still pays
+  scheduled k is 0 is marked (the step plan's ``drafter_sync``) so a GPU drafter still pays
   its first pass (vLLM keeps the drafter's KV in sync at k = 0).
 * **tokens advanced** — each decoding request in the new batch draws its
   accepted guesses from its own acceptance source (a seeded stream, or its
   trace line at its output position) and is told ``(guesses, accepted)``;
   :class:`~vidur_specdec.engine.request.SpecRequest` then advances by ``accepted + 1``.
+* **the step plan** — the formed step (per request: tokens charged, context,
+  guesses, accepted; the step's k and drafter-sync flag) is written once into a
+  :class:`~vidur_specdec.engine.step_plan.StepPlan` attached to the batch
+  (:func:`~vidur_specdec.engine.step_plan.attach`), which the predictor and the
+  step recorders read.
 * **proposals that may be empty or short** — with a proposal model
   (``ngram``/``suffix``, :mod:`vidur_specdec.speculation.proposals`) or a
   trace line's ``proposed`` counts, a request makes 0..k guesses in a step.
@@ -58,6 +63,7 @@ from vidur.scheduler.replica_scheduler.replica_scheduler_registry import Replica
 from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
 from vidur.types import BaseIntEnum
 
+from vidur_specdec.engine.step_plan import attach, plan_batch
 from vidur_specdec.speculation.schedule import KSchedule
 
 
@@ -200,9 +206,9 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         batch = super()._get_next_batch(time)
         if batch is None:
             return None
-        batch._specdec_k = self._k  # the k this step's guesses were drawn with (steps.csv column k)
+        k = self._k  # the k this step's guesses were drawn with (steps.csv column k)
         # a scheduled k = 0 step: vLLM's GPU drafter still runs its first pass to keep its KV in sync
-        batch._specdec_sync = self._drafter_sync and self._schedule is not None and self._k == 0
+        sync = self._drafter_sync and self._schedule is not None and k == 0
         if self._schedule is not None:  # the next step's k, from this step's scheduled requests (vLLM)
             self._k = self._schedule.k_for(len(batch.requests))
         acc = self._acceptance
@@ -221,6 +227,7 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
                                                                       - request.num_processed_tokens - 1)
                 accepted = request.acceptance.next(limit, request.output_position)
             request.plan_verify(guesses, accepted)
+        attach(batch, plan_batch(batch, k, sync))
         return batch
 
 

@@ -63,13 +63,11 @@ MIN_RANGE_WIDTH = 8
 def step_pricer(cfg: RunConfig):
     """``price(b, k, ctx) -> ms`` of a decode step of b requests with k guesses each at context ``ctx`` tokens
     (with pipeline stages: its slowest stage)."""
-    # lazy: start-up cost of vidur
-    from vidur.entities import Batch
-
     # lazy: start-up cost of pandas, scipy, sklearn, vidur
     from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
     from vidur_specdec.engine.request import SpecRequest
     from vidur_specdec.engine.simulation import prepare, vidur_config
+    from vidur_specdec.engine.step_plan import merge_ranks, plan_batch
 
     p = prepare(cfg)
     cluster = vidur_config(p, p.scheduler, SpecRequest).cluster_config
@@ -83,11 +81,12 @@ def step_pricer(cfg: RunConfig):
     def price(b: int, k: int, ctx: int) -> float:
         # under pipeline parallelism b is one micro-batch (vLLM looks k up per schedule() call, one micro-batch)
         # and its price the slowest stage: with the pipeline full, one micro-batch leaves per slowest stage
-        reqs = [SimpleNamespace(is_prefill_complete=True, id=i) for i in range(b)]
-        batch = Batch(0, reqs, [k + 1] * b, [ctx + k + 1] * b)
+        reqs = [SimpleNamespace(is_prefill_complete=True, id=i, planned=(k, 0)) for i in range(b)]
+        plan = plan_batch(SimpleNamespace(requests=reqs, num_q_tokens=[k + 1] * b, num_kv_tokens=[ctx + k + 1] * b,
+                                          total_num_q_tokens=(k + 1) * b), k)
         if dp > 1:
-            batch._dp_parts = [batch] * dp  # every rank the same batch
-        return max(predictor.get_execution_time(batch, s).total_time for s in range(stages)) * 1e3
+            plan = merge_ranks([plan] * dp)  # every rank the same step
+        return max(predictor.get_execution_time(plan, s).total_time for s in range(stages)) * 1e3
 
     return p, price
 
