@@ -99,7 +99,7 @@ def test_measured_profile_fits_sparse_sample(measured_profiles):
 
 
 def _req(prefill_done):
-    return SimpleNamespace(is_prefill_complete=prefill_done)
+    return SimpleNamespace(is_prefill_complete=prefill_done, num_prefill_tokens=5)
 
 
 def test_verify_requests_are_classified_by_prefill_state_not_query_count():

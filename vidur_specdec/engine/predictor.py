@@ -16,8 +16,8 @@ The operator-time model, its fit cache and profile lookup live in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Optional
 
 from vidur.config import BaseExecutionTimePredictorConfig
 from vidur.execution_time_predictor import (
