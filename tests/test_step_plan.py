@@ -14,7 +14,8 @@ from vidur_specdec.engine.step_plan import PLAN_ATTRIBUTE, StepPlan, attach, mer
 
 # what stamping our own state on a batch looks like: a private attribute read or written on a batch (or a
 # data-parallel rank's part), getattr/setattr on one, or the attribute names the package used to stamp
-STAMP = re.compile(r"\b(batch|part|b)\._[a-z]|\b(getattr|setattr|hasattr)\((batch|part|b)\b|\b_specdec_[a-z]|\b_dp_parts\b")
+STAMP = re.compile(r"\b(batch|part|b)\._[a-z]|\b(getattr|setattr|hasattr)\((batch|part|b)\b"
+                   r"|\b_specdec_[a-z]|\b_dp_parts\b")
 
 
 def test_only_the_step_plan_module_reaches_into_a_batch():

@@ -19,9 +19,9 @@ arrivals as above, and on each schedule asks every rank for its batch; the group
 step is one Vidur :class:`~vidur.entities.Batch` of all ranks' requests whose
 :class:`~vidur_specdec.engine.step_plan.StepPlan` holds the ranks' plans (``dp_parts``;
 None for a rank that runs the dummy batch), priced by
-:class:`~vidur_specdec.engine.dp_predictor.DPExecutionTimePredictor`; the group keeps the
-ranks' own batches by the group batch's id until it ends, to hand each back to its rank. No step runs when
-no rank has a batch (vLLM: all engines idle).
+:class:`~vidur_specdec.engine.dp_predictor.DPExecutionTimePredictor`; the group keeps
+the ranks' own batches by the group batch's id until it ends, to hand each back to its
+rank. No step runs when no rank has a batch (vLLM: all engines idle).
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ class DPExecutionTimePredictor(SpecDecExecutionTimePredictor):
         layers = self._moe.num_moe_layers
         ranks, seen = [], {}
         for part, comp, gs in zip(parts, comps, groups):
-            if id(part) in seen:  # the same batch on several ranks (tune's balanced steps): priced once
+            if id(part) in seen:  # the same plan on several ranks (idle ranks, tune's balanced steps): priced once
                 ranks.append(seen[id(part)])
                 continue
             local_ms = self._moe_part(gs, "local")[0]

@@ -6,8 +6,9 @@
 layers, the tensor-parallel all-reduces from :mod:`~vidur_specdec.hardware.collectives`),
 reads the step from its :class:`~vidur_specdec.engine.step_plan.StepPlan` (a verify
 request told from a prefill chunk by the request's prefill state when the step was
-formed, not by ``num_q_tokens == 1``; Vidur's per-layer hooks receive the plan), prices verify attention with the configured
-:mod:`~vidur_specdec.costs.verify_cost` policy, and adds the proposer's time and what
+formed, not by ``num_q_tokens == 1``; Vidur's per-layer hooks receive the plan),
+prices verify attention with the configured :mod:`~vidur_specdec.costs.verify_cost`
+policy, and adds the proposer's time and what
 a step costs beyond the layers (:mod:`~vidur_specdec.costs.step_overheads`).
 
 The operator-time model, its fit cache and profile lookup live in
@@ -50,7 +51,8 @@ from vidur_specdec.speculation.proposers.base import ProposerContext
 from vidur_specdec.costs.kernels import unbound
 from vidur_specdec.costs import pipeline
 from vidur_specdec.costs.step_overheads import StepCost
-from vidur_specdec.engine.step_plan import StepComposition, StepPlan, plan_of  # noqa: F401 (StepComposition re-exported)
+# StepComposition moved to step_plan; re-exported here, where proposers, scripts and tests import it from
+from vidur_specdec.engine.step_plan import StepComposition, StepPlan, plan_of  # noqa: F401
 
 # --------------------------------------------------------------------------- the Vidur predictor
 
