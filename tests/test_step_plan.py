@@ -94,6 +94,7 @@ def test_a_data_parallel_step_is_its_ranks_side_by_side():
     assert (group.num_tokens, group.num_decodes, group.guesses_total, group.accepted_total) == (70, 2, 4, 2)
     assert (group.prefill_tokens, group.context_tokens, group.logit_rows, group.verifying) == (64, 150, 7, 2)
     assert group.composition.decode_q == [4, 2] and group.composition.prefill == [(0, 64)]
+    assert group.has_prefill and a.has_prefill and b.decode_only and step_plan.idle_rank_plan(1).decode_only
 
 
 def test_a_batch_formed_elsewhere_is_planned_from_its_public_fields():

@@ -133,7 +133,7 @@ class DPExecutionTimePredictor(SpecDecExecutionTimePredictor):
         own = [r[0] for r in ranks]
         slowest = max(range(len(ranks)), key=lambda i: own[i])
         _, target, draft, extra, local_ms = ranks[slowest]
-        mode = "prefill" if any(c.prefill for c in comps) else "decode"
+        mode = "prefill" if any(p.has_prefill for p in parts) else "decode"
         tokens = max(sum(gs) for gs in groups)
         dispatch, combine = self._cached(("a2a", mode, tokens),
                                          lambda: self._kernels.all_to_all_ms(self._moe, mode, tokens, self._ep))

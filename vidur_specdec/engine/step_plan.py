@@ -119,8 +119,9 @@ class StepPlan:
     ``drafter_sync`` (scheduled k is 0 under a per-batch-size schedule and a GPU
     drafter still runs its first pass), ``dp_parts`` (a data-parallel group's
     step: each rank's plan, None for a rank that runs vLLM's dummy batch; None
-    otherwise). Totals, in tokens unless named: ``num_tokens`` (all charged),
-    ``num_decodes`` (requests), ``guesses_total``, ``accepted_total``,
+    otherwise); ``has_prefill`` / ``decode_only`` are read from the columns.
+    Totals, in tokens unless named: ``num_tokens`` (all charged), ``num_decodes``
+    (requests), ``guesses_total``, ``accepted_total``,
     ``prefill_tokens``, ``context_tokens``, ``logit_rows`` (positions that need
     logits, as :func:`vidur_specdec.costs.step_overheads.logit_rows` counts
     them), ``verifying`` (decoding requests with guesses). ``composition`` is the
@@ -149,6 +150,16 @@ class StepPlan:
 
     def __len__(self) -> int:
         return len(self.request_ids)
+
+    @property
+    def has_prefill(self) -> bool:
+        """Some request prefills a chunk this step (a data-parallel group: on some rank)."""
+        return self.num_decodes < len(self.request_ids)
+
+    @property
+    def decode_only(self) -> bool:
+        """Every request decodes or verifies (no prefill chunk; an idle rank's dummy step counts)."""
+        return not self.has_prefill
 
     @property
     def requests(self) -> Tuple[RequestPlan, ...]:
