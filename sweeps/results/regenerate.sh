@@ -8,10 +8,16 @@
 # (scripts/draft_kv_recompute.py) and the builder-against-measured-kernel-tables error table in
 # docs/profiles.md (scripts/kernel_error.py), and the colocated-vs-disaggregated sweep
 # (sweeps/disaggregation.yaml, kept off the results page) with its table in docs/model.md
-# (scripts/disagg_compare.py).
+# (scripts/disagg_compare.py), then the figures recorded run by run under sweeps/results/figures/ and their
+# tables in docs/model.md: DP attention + EP against TP replicas (scripts/dp_vs_tp.py, about 10 minutes) and
+# PP against TP (scripts/pp_vs_tp.py), and the tables recomputed from cheap per-step prices or short runs:
+# the block drafter's draft cost (scripts/block_draft_cost.py), the hybrid models (scripts/hybrid_models.py),
+# the sparse-attention models (scripts/sparse_models_table.py), acceptance across k
+# (scripts/acceptance_across_k.py) and the config-keys table in docs/config.md (scripts/config_tables.py).
 # Run after any change to the simulator, the profiles or the sweep files (a few minutes on 2 cores):
 #   sweeps/results/regenerate.sh            (PYTHON=/path/to/python to choose the interpreter)
-# tests/test_sweep_recorded.py and tests/test_report.py fail while the recorded files are stale.
+# tests/test_sweep_recorded.py, tests/test_report.py and tests/test_recorded_doc_figures.py fail while the
+# recorded files are stale.
 # One results page for all five sweeps (a Sweep selector picks one), in the order below.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,3 +46,12 @@ for name in "${SWEEPS[@]}"; do CSVS+=("sweeps/results/$name.csv"); done
 "$PY" -m vidur_specdec.main --config sweeps/disaggregation.yaml --output-dir "$TMP/disaggregation"
 cp "$TMP/disaggregation/disaggregation.csv" sweeps/results/disaggregation.csv
 "$PY" scripts/disagg_compare.py --write
+# Figures recorded run by run (sweeps/results/figures/*.csv) and the tables written from them
+"$PY" scripts/dp_vs_tp.py --record --write
+"$PY" scripts/pp_vs_tp.py --record --write
+# Tables recomputed from per-step prices, memory and short runs
+"$PY" scripts/block_draft_cost.py --write
+"$PY" scripts/hybrid_models.py --write
+"$PY" scripts/sparse_models_table.py --write
+"$PY" scripts/acceptance_across_k.py --write
+"$PY" scripts/config_tables.py --write
