@@ -173,7 +173,7 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
 
 def _mixers(spec, tp: int) -> int:
     """Token-mixer weights of all layers (the layer plan's; ``L x attention_params`` for attention-only models)."""
-    if not getattr(spec, "linear_layers", 0):
+    if not (getattr(spec, "linear_layers", 0) or getattr(spec, "global_head_dim", 0)):
         return spec.num_layers * attention_params(spec, tp)
     return mixer_params(spec, tp)
 
