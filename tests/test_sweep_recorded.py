@@ -24,7 +24,7 @@ RECORDED = {
     "eagle": [30, 45],       # 12 req/s, k = 3: EAGLE and EAGLE-3
     "moe": [6, 12],          # one request in flight, n-gram k = 3: Qwen3-30B-A3B and the dense Llama-3.2-3B
 }
-NUM_ROWS = {"specdec_39": 39, "draft_model": 39, "deployments": 36, "eagle": 48, "moe": 33}
+NUM_ROWS = {"specdec_39": 39, "draft_model": 39, "deployments": 36, "eagle": 48, "moe": 45}
 STALE = "stale: run sweeps/results/regenerate.sh"
 _RESULTS = {}  # row id -> metrics (baselines are shared between sweeps)
 
