@@ -92,13 +92,3 @@ def test_hybrid_models_table_weights_rows_and_gemma4_steps_are_current():
     for line in mod.step_rows(name, tp):
         assert line + "\n" in block, stale
 
-
-def test_running_requests_hold_their_sliding_window_before_kv_blocks():
-    from vidur_specdec.engine import deployment
-    from vidur_specdec.engine.resolve import load
-
-    cfg = load({"model": G26, "device": "h200", "speculative": {"method": "ngram", "num_speculative_tokens": 3},
-                "workload": {"num_requests": 8, "arrival": "closed", "concurrency": 16}})
-    m = resolve_model(G26)
-    assert deployment._state_reserve(cfg, m, 1) == 16 * 200 * MiB  # 16 running x 25 layers x 1024 tokens
-    assert deployment._state_reserve(cfg, resolve_model("openai/gpt-oss-20b"), 1) == 0  # unchanged: left out

@@ -272,26 +272,18 @@ def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (
 
 
 def _state_reserve(cfg: RunConfig, model, tp: int) -> int:
-    """Bytes per GPU of linear-attention state, and of Gemma 4's sliding-window KV, for the most requests that run
-    at once (0: no such layers).
+    """Bytes per GPU of linear-attention state for the most requests that run at once (0: no such layers).
 
     At most ``scheduler.max_num_seqs`` run (closed loop: at most ``workload.concurrency``); each holds
-    ``1 + k`` state slots under speculation (vLLM ``MambaSpec.num_speculative_blocks``) and, on a model with
-    global layers of their own shape (Gemma 4), its sliding layers' KV at its full window (vLLM 0.33
-    ``SlidingWindowSpec``: a request keeps at most the window; gpt-oss's window is left out, see docs/model.md).
+    ``1 + k`` state slots under speculation (vLLM ``MambaSpec.num_speculative_blocks``).
     """
-    window = 0
-    if getattr(model, "global_head_dim", 0):
-        from vidur_specdec.architectures.layer_plan import window_bytes_per_request
-
-        window = window_bytes_per_request(model, tp, model.kv_dtype_bytes)
-    if not (getattr(model, "linear_layers", 0) or window):
+    if not getattr(model, "linear_layers", 0):
         return 0
     running = cfg.scheduler.max_num_seqs or 1
     if cfg.workload.arrival == "closed" and cfg.workload.concurrency:
         running = min(running, cfg.workload.concurrency)
     k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0
-    return running * (model.state_bytes_per_request(tp, k) + window)
+    return running * model.state_bytes_per_request(tp, k)
 
 
 def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple = (0, 0),
