@@ -92,3 +92,17 @@ def test_hybrid_models_table_weights_rows_and_gemma4_steps_are_current():
     for line in mod.step_rows(name, tp):
         assert line + "\n" in block, stale
 
+
+
+def test_gemma4_mtp_is_refused_naming_its_assistant_checkpoint():
+    from vidur_specdec.config import ConfigError
+    from vidur_specdec.engine.resolve import load
+    from vidur_specdec.speculation.proposers import heads
+
+    run = load({"model": G26, "device": "h200", "speculative": {"method": "ngram"}})
+    cfg = copy.deepcopy(load_aic_config("nvidia/Gemma-4-31B-IT-NVFP4"))
+    cfg.pop("quantization_config")
+    for target in (resolve_model(G26), model_from_hf_config(cfg, "google/gemma-4-31B-it")):  # MoE and dense
+        with pytest.raises(ConfigError, match="assistant checkpoint") as e:
+            heads.resolve(run, "mtp", target)
+        assert "\n" not in str(e.value)
