@@ -25,7 +25,7 @@ RECORDED = {
     "moe": [6, 12],          # one request in flight, n-gram k = 3: Qwen3-30B-A3B and the dense Llama-3.2-3B
     "disaggregation": [18],  # 1 req/s, Llama-3.1-70B EAGLE-3 on 1P1D, draft KV transferred
 }
-NUM_ROWS = {"specdec_39": 39, "draft_model": 39, "deployments": 36, "eagle": 48, "moe": 39, "disaggregation": 60}
+NUM_ROWS = {"specdec_39": 39, "draft_model": 39, "deployments": 36, "eagle": 48, "moe": 51, "disaggregation": 60}
 STALE = "stale: run sweeps/results/regenerate.sh"
 _RESULTS = {}  # row id -> metrics (baselines are shared between sweeps)
 

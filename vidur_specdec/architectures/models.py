@@ -71,6 +71,10 @@ class ModelSpec:
     index_n_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0  # tokens
+    # Gemma 4 (architectures/gemma4.py): global (full-attention) layers with their own head shape; 0: none
+    global_head_dim: int = 0  # head size of the global layers (the sliding layers use head_dim)
+    global_kv_heads: int = 0  # KV heads of the global layers
+    attention_k_eq_v: bool = False  # global layers ship K only, loaded as both K and V (vLLM holds it twice)
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -159,7 +163,8 @@ _MOE_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense_lay
                "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers",
                "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
-               "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk")
+               "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk",
+               "global_head_dim", "global_kv_heads", "attention_k_eq_v")
 
 
 def _llama3(name: str, layers: int, hidden: int, heads: int, ffn: int, tied: bool) -> ModelSpec:
@@ -232,7 +237,8 @@ _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_si
                "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
                "sliding_window", "sliding_layers", "mtp_layers", "linear_layers", "linear_num_key_heads",
                "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
-               "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk")
+               "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk",
+               "global_head_dim", "global_kv_heads")
 _ZERO_OK = ("head_dim",) + _MOE_FIELDS
 
 
@@ -265,7 +271,7 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
         if not isinstance(d["tie_word_embeddings"], bool):
             raise ModelError(f"{where}: tie_word_embeddings must be true/false, got {d['tie_word_embeddings']!r}")
         out["tie_word_embeddings"] = d["tie_word_embeddings"]
-    for flag in ("expert_bias", "attn_output_gate"):
+    for flag in ("expert_bias", "attn_output_gate", "attention_k_eq_v"):
         if flag in d:
             if not isinstance(d[flag], bool):
                 raise ModelError(f"{where}: {flag} must be true/false, got {d[flag]!r}")
@@ -280,6 +286,8 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if d.get("kv_cache_dtype") not in (None, "", "fp8"):
         raise ModelError(f"{where}: kv_cache_dtype must be fp8 or empty (bf16), got {d['kv_cache_dtype']!r}")
     out["kv_cache_dtype"] = d.get("kv_cache_dtype") or ""
+    if out.get("global_head_dim"):
+        from vidur_specdec.architectures import gemma4  # noqa: F401 (registers the global_attention mixer)
     spec = ModelSpec(**out)
     _check_shape(spec, where)
     return spec
@@ -307,6 +315,8 @@ def _check_shape(spec: ModelSpec, where: str) -> None:
     if any(index) and not (all(index) and spec.kv_lora_rank):
         raise ModelError(f"{where}: sparse attention needs index_n_heads, index_head_dim and index_topk all set, "
                          "on a multi-head latent attention model (kv_lora_rank)")
+    if bool(spec.global_head_dim) != bool(spec.global_kv_heads) or (spec.global_head_dim and not spec.sliding_layers):
+        raise ModelError(f"{where}: global_head_dim and global_kv_heads go together, beside sliding_layers")
     if spec.num_heads % spec.num_kv_heads:
         raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
     if spec.hidden_size % spec.num_heads:
@@ -336,8 +346,10 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
         raise ModelError(f"{where}: a config.json must hold a JSON object")
     archs = cfg.get("architectures") or []
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
-    from vidur_specdec.architectures import hybrid, llama4, moe
+    from vidur_specdec.architectures import gemma4, hybrid, llama4, moe
 
+    if gemma4.is_gemma4(cfg):
+        return model_from_dict(gemma4.model_from_gemma4_hf_config(cfg, name, where), where)
     if hybrid.is_hybrid(cfg):
         return model_from_dict(hybrid.model_from_hybrid_hf_config(cfg, name, where), where)
     if llama4.is_llama4(cfg):
@@ -348,7 +360,7 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
         got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
         raise ModelError(f"{where}: only Llama-architecture models and the architectures "
-                         f"{', '.join(moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES + llama4.LLAMA4_ARCHITECTURES)}"
+                         f"{', '.join(moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES + llama4.LLAMA4_ARCHITECTURES + gemma4.GEMMA4_ARCHITECTURES)}"
                          f" are supported, got {got}")
     d = {"name": str(cfg.get("_name_or_path") or name)}
     for field_name, key in _HF_KEYS.items():
