@@ -8,6 +8,7 @@ byte for byte. Regenerate with ``PYTHONPATH=. python scripts/<script>.py --recor
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,23 @@ def test_one_run_reproduces_its_recorded_line(name):
     fresh = recorded_runs.line(run, mod.measure(run[1], run[2]), mod.COLUMNS)
     assert fresh == recorded_runs.recorded_lines(mod.CSV_NAME)[run[0]], \
         f"sweeps/results/figures/{name}.csv: run {run[0]} re-run differs; " + _stale(name)
+
+
+def test_every_script_written_doc_block_has_a_test():
+    """Each marked block in docs/*.md and README.md (scripts/docblock.py) is named by some test, or its writer
+    (the script of scripts/ or the module of the package that holds its name) is loaded by one, so a stale block
+    fails a test."""
+    import re
+
+    here = Path(__file__).name
+    tests = [p.read_text() for p in (REPO / "tests").glob("test_*.py") if p.name != here] + [repr(SCRIPTS)]
+    code = {p: p.read_text() for p in [*(REPO / "scripts").glob("*.py"), *(REPO / "vidur_specdec").rglob("*.py")]
+            if p.stem not in ("docblock", "recorded_runs")}
+    missing = []
+    for doc in [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]:
+        for name in re.findall(r"<!-- ([\w.:-]+):begin -->", doc.read_text()):
+            base = name.split(":")[0]
+            writers = [p.stem for p, text in code.items() if base in text]
+            if not any(base in t or any(re.search(rf"\b{w}\b", t) for w in writers) for t in tests):
+                missing.append(f"{doc.name}: {name} (written by {writers or 'nothing in scripts/ or the package'})")
+    assert not missing, "doc blocks no test checks: " + "; ".join(missing)
