@@ -20,13 +20,15 @@ import pytest
 import yaml
 from validate_fixtures import small_config, small_profiles, write_steplog_tree, write_yaml  # noqa: F401
 
-from conftest import REPO, unwritable_folder
+from conftest import REPO, unwritable_folder, run_command
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TINY = ["--set", "workload.num_requests=12", "--set", "workload.qps=8"]
 
 
 def _cli(*args, cwd=None, module="vidur_specdec"):
+    if module in ("vidur_specdec", "vidur_specdec.main"):
+        return run_command(*args, module=module, cwd=cwd)
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                           cwd=cwd or REPO, env=ENV, timeout=300)
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import run_command
 from vidur_specdec.engine.resolve import from_dict, load
 from vidur_specdec.speculation.schedule import parse
 from vidur_specdec.engine.simulation import simulate
@@ -28,8 +28,7 @@ OUTPUTS = ["speculative_config.json", "summary.json", "tune.csv", "tune.html"]
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", "tune", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True)
+    return run_command("tune", *args)
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,17 @@
 """tune: acceptance inputs carried to smaller k, checks before the first point, nothing left after a failure."""
 
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import run_command
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.speculation.acceptance import expected_tokens_per_step
 from test_tune import CFG
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", "tune", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True)
+    return run_command("tune", *args)
 
 
 def test_mean_length_carries_the_alpha_it_implies_at_k_max():
