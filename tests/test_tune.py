@@ -15,10 +15,10 @@ from vidur_specdec.speculation.schedule import parse
 from vidur_specdec.engine.simulation import simulate
 from vidur_specdec.sweep.worker import row_metrics
 
-# 60 short requests, k up to 3, alpha 0.5, per-token verify: k = 3 stops paying inside the searched loads
+# 36 short requests, k up to 3, alpha 0.5, per-token verify: k = 3 stops paying inside the searched loads
 CFG = {
     "seed": 1,
-    "workload": {"num_requests": 60, "qps": 4.0,
+    "workload": {"num_requests": 36, "qps": 4.0,
                  "prompt_tokens": {"dist": "uniform", "min": 32, "max": 768},
                  "output_tokens": {"dist": "uniform", "min": 8, "max": 256}},
     "speculative": {"method": "ngram", "num_speculative_tokens": 3, "acceptance_rate": 0.5,

@@ -56,7 +56,7 @@ def test_bad_options_are_refused_before_any_point(tmp_path, args, words):
 
 def test_a_failed_tune_leaves_nothing_that_blocks_the_rerun(tmp_path):
     p = tmp_path / "cfg.yaml"
-    p.write_text(yaml.safe_dump(CFG))
+    p.write_text(yaml.safe_dump({**CFG, "workload": {**CFG["workload"], "num_requests": 12}}))
     # SLOs no load meets: the capacity search fails after simulating points
     r = cli("--config", p, "--output-dir", tmp_path / "out", "--slo-ttft-ms", "0.001")
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error:"), r.stderr
