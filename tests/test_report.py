@@ -4,12 +4,10 @@ CSVs; markdown tables per deployment; report CLI errors (nothing written on any 
 import csv
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_command
 from vidur_specdec.config import ConfigError
 from vidur_specdec.report import (
     build_page,
@@ -36,8 +34,7 @@ def page_data(page):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True)
+    return run_command(*args)
 
 
 @pytest.fixture(scope="module")
