@@ -3,13 +3,14 @@
 A script with many runs (scripts/dp_vs_tp.py, scripts/pp_vs_tp.py) records each run's
 numbers in ``sweeps/results/figures/<name>.csv`` and writes its doc block from that
 file, so a test can (a) re-render the block from the CSV, (b) check every recorded
-run against the current configs and code, and (c) re-run one cheap run and compare
+run against the current configs, profiles and package version, and (c) re-run one cheap run and compare
 its line byte for byte, without running them all. One line per run:
 
 * ``run``: the script's label of the run (unique in the file);
 * ``run_id``: the sweep's row identity of the run's resolved config
   (:func:`vidur_specdec.sweep.definition.identity`, the same hash as a sweep CSV's ``row_id``);
-* ``code``: :func:`vidur_specdec.sweep.digest.code_digest` when it ran (the simulator's source and Vidur's version);
+* ``version``: the package version when it ran (``vidur_specdec.__version__``, as a sweep's hash holds it;
+  a change of code that moves numbers is caught by the one run the test re-runs, as for the sweeps);
 * ``profiles``: a hash of the profile files the run read (:func:`vidur_specdec.sweep.digest.profile_digests`);
 * the script's metrics, each written ``%.6f`` (an empty cell for None).
 """
@@ -25,19 +26,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripts.docblock import REPO  # noqa: E402
 
 FIGURES = REPO / "sweeps" / "results" / "figures"
-STAMP = ("run", "run_id", "code", "profiles")
+STAMP = ("run", "run_id", "version", "profiles")
 
 Run = Tuple[str, str, List[str]]  # (label, config path, overrides)
 
 
 def stamp(config: str, overrides: Sequence[str]) -> Dict[str, str]:
-    """``run_id``, ``code`` and ``profiles`` of a run of ``config`` with ``overrides``, as they are now."""
+    """``run_id``, ``version`` and ``profiles`` of a run of ``config`` with ``overrides``, as they are now."""
     from vidur_specdec.engine.resolve import load
     from vidur_specdec.sweep.definition import _normalise, identity
-    from vidur_specdec.sweep.digest import canonical_json, code_digest, profile_digests, short_sha
+    from vidur_specdec import __version__
+    from vidur_specdec.sweep.digest import canonical_json, profile_digests, short_sha
 
     cfg = _normalise(load(config, list(overrides)))
-    return {"run_id": short_sha(canonical_json(identity(cfg))), "code": code_digest(),
+    return {"run_id": short_sha(canonical_json(identity(cfg))), "version": __version__,
             "profiles": short_sha(canonical_json(profile_digests(cfg)))}
 
 
@@ -50,7 +52,7 @@ def line(run: Run, metrics: Dict[str, Optional[float]], columns: Sequence[str]) 
     label, config, overrides = run
     s = stamp(config, overrides)
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow([label, s["run_id"], s["code"], s["profiles"]] +
+    csv.writer(buf, lineterminator="").writerow([label, s["run_id"], s["version"], s["profiles"]] +
                                                 [_cell(metrics[c]) for c in columns])
     return buf.getvalue()
 
@@ -82,7 +84,7 @@ def recorded_lines(name: str) -> Dict[str, str]:
 
 
 def stale(name: str, runs: Sequence[Run]) -> List[str]:
-    """Why ``figures/<name>.csv`` is not the record of ``runs`` under the current configs and code (empty: it is)."""
+    """Why ``figures/<name>.csv`` is not the record of ``runs`` under the current configs, profiles and package version (empty: it is)."""
     with open(FIGURES / f"{name}.csv", newline="") as f:
         rows = {r["run"]: r for r in csv.DictReader(f)}
     out = []

@@ -1,7 +1,7 @@
 """Doc blocks written from recorded per-run results (scripts/recorded_runs.py) are current.
 
 For each script: the block in its doc is what the script renders from its CSV under
-``sweeps/results/figures/``; every recorded run's config identity, code digest and
+``sweeps/results/figures/``; every recorded run's config identity, package version and
 profile digest are today's; and one cheap run re-run here gives its recorded CSV line
 byte for byte. Regenerate with ``PYTHONPATH=. python scripts/<script>.py --record --write``.
 """
