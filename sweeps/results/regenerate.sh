@@ -7,7 +7,8 @@
 # colocated-vs-disaggregated sweep (sweeps/disaggregation.yaml, kept off the results page) with its table in
 # docs/model.md (scripts/disagg_compare.py); then the figures recorded run by run under sweeps/results/figures/
 # (scripts/recorded_runs.py) and their tables in docs/model.md: DP attention + EP against TP replicas
-# (scripts/dp_vs_tp.py, about 10 minutes), PP against TP (scripts/pp_vs_tp.py), the n-gram proposal rate
+# (scripts/dp_vs_tp.py, about 10 minutes), PP against TP (scripts/pp_vs_tp.py), Qwen3.5 MTP at a schedule threshold
+# (scripts/qwen35_schedule_threshold.py), the n-gram proposal rate
 # (scripts/ngram_rate.py), the EAGLE calibration (scripts/eagle_calibration.py) and the draft KV transferred or
 # recomputed (scripts/draft_kv_recompute.py); then the tables recomputed from per-step prices, memory and short
 # runs: the block drafter's draft cost (scripts/block_draft_cost.py), the hybrid models (scripts/hybrid_models.py),
@@ -46,6 +47,7 @@ cp "$TMP/disaggregation/disaggregation.csv" sweeps/results/disaggregation.csv
 # Figures recorded run by run (sweeps/results/figures/*.csv) and the tables written from them
 "$PY" scripts/dp_vs_tp.py --record --write
 "$PY" scripts/pp_vs_tp.py --record --write
+"$PY" scripts/qwen35_schedule_threshold.py --record --write
 "$PY" scripts/ngram_rate.py --record --write
 "$PY" scripts/eagle_calibration.py --record --write
 "$PY" scripts/draft_kv_recompute.py --record --write
