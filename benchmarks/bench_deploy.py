@@ -29,6 +29,8 @@ DEPLOYMENTS = [
                                          "parallel.tensor_parallel_size=4"]),
     ("Llama-3.1-70B-Instruct A100 TP8", ["device=a100", "model=meta-llama/Llama-3.1-70B-Instruct",
                                          "parallel.tensor_parallel_size=8"]),
+    ("gpt-oss-120b H100 TP1 (MoE, MXFP4)", ["device=h100", "model=openai/gpt-oss-120b"]),
+    ("Qwen3-30B-A3B H100 TP1 (MoE)", ["device=h100", "model=Qwen/Qwen3-30B-A3B"]),
 ]
 
 

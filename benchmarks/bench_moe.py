@@ -57,6 +57,24 @@ def main():
               f"median {statistics.median(ts):.3f} s  runs {[round(x, 3) for x in ts]}")
     ratio = statistics.median(t_moe) / statistics.median(t_dense)
     print(f"ratio moe / dense: {ratio:.2f} (target <= 1.5)")
+    routing_per_call()
+
+
+def routing_per_call(calls: int = 200) -> None:
+    """Time of the two routing functions priced on every MoE step, at a large mixed step (200 decodes,
+    56 verify blocks of k = 4 guesses, i.e. 5 tokens, two prefill chunks), in ms per call against their budgets."""
+    from vidur_specdec.costs import routing
+
+    groups = [1] * 200 + [5] * 56 + [512, 1024]
+    for name, call, budget_ms in (
+            ("expected_distinct (256 experts, top-8)", lambda: routing.expected_distinct(groups, 256, 8), 2.0),
+            ("ep_busiest_rank (256 experts, top-8, EP 8)", lambda: routing.ep_busiest_rank(groups, 256, 8, 8), 5.0)):
+        call()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+        ms = (time.perf_counter() - t0) / calls * 1e3
+        print(f"{name}: {ms:.3f} ms per call (budget {budget_ms} ms)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ the block ``block-draft`` of docs/model.md::
 
     PYTHONPATH=. python scripts/block_draft_cost.py [--write]
 
-``tests/test_block_drafters.py`` re-prices one cell and compares it with the block.
+``tests/test_block_drafters.py`` re-prices the whole draft-time table and re-runs the end-to-end run
+without speculation, and compares them with the block.
 """
 
 import sys
@@ -50,25 +51,37 @@ def draft_ms(method: str, k: int, batch: int) -> float:
                                           [k + 1] * batch))
 
 
-def e2e() -> list:
-    """(method, k, mean TPOT ms) of each end-to-end run."""
+def e2e(only=None) -> list:
+    """(method, k, mean TPOT ms) of each end-to-end run (``only``: of those whose index is in it)."""
     from vidur_specdec import simulate
 
     out = []
-    for method, k in E2E:
-        q = simulate(str(REPO / CONFIG), sets(method, k) + [f"workload.num_requests={E2E_REQUESTS}"]).requests
-        out.append((method, k, float(q["tpot_ms"].mean())))
+    for i, (method, k) in enumerate(E2E):
+        if only is None or i in only:
+            q = simulate(str(REPO / CONFIG), sets(method, k) + [f"workload.num_requests={E2E_REQUESTS}"]).requests
+            out.append((method, k, float(q["tpot_ms"].mean())))
     return out
 
 
-def text() -> str:
-    begin, end = markers(NAME)
+def price_lines() -> list:
+    """The draft-time table: one line per (drafter, batch), ms at each k and the k = 8 / k = 1 ratio."""
     head = "| drafter | batch | " + " | ".join(f"k = {k}" for k in KS) + " | k = 8 / k = 1 |"
-    lines = [begin, "", head, "|" + "---|" * (len(KS) + 3)]
+    lines = [head, "|" + "---|" * (len(KS) + 3)]
     for method in ("dflash", "eagle3"):
         for b in BATCHES:
             t = [draft_ms(method, k, b) for k in KS]
             lines.append(f"| {method} | {b} | " + " | ".join(f"{x:.3f}" for x in t) + f" | {t[-1] / t[0]:.2f} |")
+    return lines
+
+
+def e2e_line(method: str, k: int, tpot: float, base: float) -> str:
+    """One end-to-end line: mean TPOT and the speedup over the run without speculation (``base``, ms)."""
+    return f"| {method} | {k} | {tpot:.2f} | {base / tpot:.2f}× |"
+
+
+def text() -> str:
+    begin, end = markers(NAME)
+    lines = [begin, "", *price_lines()]
     lines += ["", "Draft ms per decode step (every request at context 1000, catch-up k + 1), Llama-3.1-8B-Instruct, "
               "one H100, vLLM's measured kernel tables.", "",
               f"End to end, `{CONFIG}` ({E2E_REQUESTS} requests, the config's acceptance rate for both drafters, "
@@ -76,8 +89,7 @@ def text() -> str:
               "|---|---|---|---|"]
     runs = e2e()
     base = runs[0][2]
-    for method, k, tpot in runs:
-        lines.append(f"| {method} | {k} | {tpot:.2f} | {base / tpot:.2f}× |")
+    lines += [e2e_line(method, k, tpot, base) for method, k, tpot in runs]
     lines += ["", end]
     return "\n".join(lines)
 

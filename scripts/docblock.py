@@ -1,7 +1,7 @@
 """Marked blocks in the docs that a script writes and a test checks: ``<!-- NAME:begin -->`` … ``<!-- NAME:end -->``.
 
 Used by the scripts that produce figures quoted in the docs (moe_step_ratio.py,
-moe_layer_error.py, eagle_calibration.py, ngram_rate.py): each builds its block
+moe_layer_error.py, ...): each builds its block
 (markers included), prints it, and with ``--write`` replaces the block in its doc.
 """
 

@@ -2,11 +2,13 @@
 
 Runs the two example disaggregated configs with a few long fixed prompts at a
 light load, once with ``disaggregation.draft_kv: transfer`` and once with
-``recompute``, and writes the block ``draft-kv`` of docs/model.md::
+``recompute`` (6 runs), and writes the block ``draft-kv`` of docs/model.md::
 
-    PYTHONPATH=. python scripts/draft_kv_recompute.py [--write]
+    PYTHONPATH=. python scripts/draft_kv_recompute.py [--record] [--write]
 
-A test re-runs one row pair and compares it with the block.
+``--record`` runs them and records each run's means in ``sweeps/results/figures/draft_kv_recompute.csv``
+(scripts/recorded_runs.py); the block is always written from that file. tests/test_recorded_doc_figures.py
+re-renders the block from the CSV, checks the CSV against the current configs and code, and re-runs one run.
 """
 
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts import recorded_runs  # noqa: E402
 from scripts.docblock import REPO, main, markers  # noqa: E402
 
 DOC = REPO / "docs" / "model.md"
@@ -24,6 +27,8 @@ ROWS = [  # (label, config, prompt tokens)
     ("Llama-3.1-70B EAGLE-3, 1P1D × 4 H100, NVLink", "configs/disagg-llama70b-eagle3-1p1d.yaml", 16000),
 ]
 MODES = ("transfer", "recompute")
+CSV_NAME = "draft_kv_recompute"
+COLUMNS = ("ttft_ms", "ttft_first_decode_ms", "kv_transfer_ms", "kv_transfer_bytes")  # means over the requests
 
 
 def overrides(prompt: int, mode: str):
@@ -32,16 +37,22 @@ def overrides(prompt: int, mode: str):
             "workload.output_tokens.value=64", f"disaggregation.draft_kv={mode}"]
 
 
-def measure(config: str, prompt: int) -> dict:
-    """``{mode: {column: mean}}`` for one row pair."""
+def run_label(config: str, prompt: int, mode: str) -> str:
+    return f"{Path(config).stem} p{prompt} {mode}"
+
+
+def runs() -> list:
+    """Every run: (label, config, overrides), in the CSV's order."""
+    return [(run_label(config, prompt, mode), str(REPO / config), overrides(prompt, mode))
+            for _, config, prompt in ROWS for mode in MODES]
+
+
+def measure(config: str, over: list) -> dict:
+    """One run's recorded numbers: the means over its requests of :data:`COLUMNS`."""
     from vidur_specdec import simulate
 
-    out = {}
-    for mode in MODES:
-        q = simulate(str(REPO / config), overrides(prompt, mode)).requests
-        out[mode] = {c: float(q[c].mean()) for c in ("ttft_ms", "ttft_first_decode_ms", "kv_transfer_ms",
-                                                       "kv_transfer_bytes")}
-    return out
+    q = simulate(config, over).requests
+    return {c: float(q[c].mean()) for c in COLUMNS}
 
 
 def rows_text(label: str, prompt: int, m: dict) -> list:
@@ -54,13 +65,15 @@ def rows_text(label: str, prompt: int, m: dict) -> list:
     return lines
 
 
-def build() -> str:
+def build(res=None) -> str:
+    """The block, from the recorded runs (``res``: :func:`recorded_runs.read`'s)."""
+    res = res or recorded_runs.read(CSV_NAME)
     begin, end = markers(NAME)
     lines = [begin, "| deployment | prompt | draft KV | TTFT ms | first decode ms | KV transfer ms | KV GB moved |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     results = []
     for label, config, prompt in ROWS:
-        m = measure(config, prompt)
+        m = {mode: res[run_label(config, prompt, mode)] for mode in MODES}
         results.append((label or results[-1][0], prompt, m))
         lines += rows_text(label, prompt, m)
     lines.append("")
@@ -77,5 +90,9 @@ def build() -> str:
     return "\n".join(lines)
 
 
+text = build
+
 if __name__ == "__main__":
+    if "--record" in sys.argv:
+        recorded_runs.record(CSV_NAME, runs(), measure, COLUMNS)
     sys.exit(main(DOC, build()))

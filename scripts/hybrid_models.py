@@ -1,10 +1,11 @@
-"""Hybrid linear-attention targets (Qwen3.5) and Llama 4 Scout (chunked attention): weights, memory per request and step times (docs/model.md).
+"""Hybrid linear-attention targets (Qwen3.5), Llama 4 Scout (chunked attention) and Gemma 4 (sliding-window and
+global layers): weights, memory per request and step times (docs/model.md).
 
 Usage: python scripts/hybrid_models.py [--write]
 For each model (by its Hugging Face name, read from the config.json aiconfigurator-core ships) at its
 example tensor-parallel size on H200: total and active weights against the figures in its name,
-memory per request at 8k context (KV of the full-attention layers + the fixed linear-attention state,
-without and with k = 3 speculative state slots), the decode step time at batch 1/16/64 (512 tokens of
+memory per request at 8k context (KV of the full-attention layers, the sliding-window layers' KV (at most
+their window) + the fixed linear-attention state, without and with k = 3 speculative state slots), the decode step time at batch 1/16/64 (512 tokens of
 context; target forward + LM head + sampling + overhead, no proposer) against a dense model of the same
 active weights per token (the same hidden size, layers and vocabulary, all layers full attention, one
 dense gated MLP sized to match), and the step-time ratio of k = 1, 3, 5 guesses over k = 0.
@@ -12,6 +13,7 @@ dense gated MLP sized to match), and the step-time ratio of k = 1, 3, 5 guesses 
 """
 
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -22,7 +24,7 @@ from moe_step_ratio import step  # noqa: E402
 
 from vidur.config import CacheConfig, ReplicaConfig  # noqa: E402
 
-from vidur_specdec.architectures import moe  # noqa: E402
+from vidur_specdec.architectures import layer_plan, moe  # noqa: E402
 from vidur_specdec.architectures.models import resolve_model  # noqa: E402
 from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor  # noqa: E402
 from vidur_specdec.engine.resolve import load  # noqa: E402
@@ -33,9 +35,9 @@ DOC = REPO / "docs" / "model.md"
 BEGIN, END = docblock.markers("hybrid-models")
 # (model, tensor_parallel_size, published total / active weights in billions: the figures in its name,
 # as the model cards state them: "397B in total and 17B activated", "122B ... 10B activated"; Llama 4
-# Scout's card: "17B activated, 109B total")
+# Scout's card: "17B activated, 109B total"; Gemma 4 26B A4B's card: "25.2B total parameters", "3.8B active")
 MODELS = (("Qwen/Qwen3.5-397B-A17B", 8, 397, 17), ("Qwen/Qwen3.5-122B-A10B", 4, 122, 10),
-          ("meta-llama/Llama-4-Scout-17B-16E-Instruct", 4, 109, 17))
+          ("meta-llama/Llama-4-Scout-17B-16E-Instruct", 4, 109, 17), ("google/gemma-4-26B-A4B", 1, 25.2, 3.8))
 DEVICE = "h200"
 BATCHES = (1, 16, 64)
 KS = (1, 3, 5)
@@ -46,7 +48,8 @@ GIB = 1024**3
 def dense_twin(spec) -> dict:
     """A dense Llama-architecture model with ``spec``'s hidden size, layers, vocabulary and active weights."""
     active = moe.param_counts(spec)["active"] - spec.embedding_params()
-    heads, kv, hd = spec.hidden_size // 128, 8, 128
+    heads, hd = spec.hidden_size // 128, 128
+    kv = math.gcd(heads, 8)  # 8 KV heads where the query heads allow (Gemma 4 26B: 22 query heads, 2)
     attn = spec.hidden_size * hd * (heads + 2 * kv) + heads * hd * spec.hidden_size
     ffn = (active // spec.num_layers - attn) // (3 * spec.hidden_size)
     ffn -= ffn % 256
@@ -69,31 +72,42 @@ def predictor(model, tp: int):
     return SpecDecExecutionTimePredictor(p.predictor, rc, CacheConfig(block_size=16, num_blocks=1000))
 
 
-def table() -> str:
-    weights, steps = [], []
-    for name, tp, total_b, active_b in MODELS:
-        spec = resolve_model(name)
-        c = moe.param_counts(spec)
-        kv = spec.kv_bytes_per_token(1) * CONTEXT
-        st0, st3 = spec.state_bytes_per_request(1), spec.state_bytes_per_request(1, 3)
-        weights.append(
-            f"| {name} | {c['total'] / 1e9:.1f} ({100 * (c['total'] / 1e9 / total_b - 1):+.1f} %) | "
+def weights_row(name: str, tp: int, total_b: float, active_b: float) -> str:
+    """The weights and memory-per-request row of one model (no predictor: cheap)."""
+    spec = resolve_model(name)
+    c = moe.param_counts(spec)
+    kv = spec.kv_bytes_per_token(1) * CONTEXT
+    # sliding-window layers hold at most their window (their KV is not charged as growing)
+    win = layer_plan.window_bytes_per_request(spec, 1, spec.kv_dtype_bytes) if spec.sliding_layers else 0
+    st0, st3 = spec.state_bytes_per_request(1), spec.state_bytes_per_request(1, 3)
+    return (f"| {name} | {c['total'] / 1e9:.1f} ({100 * (c['total'] / 1e9 / total_b - 1):+.1f} %) | "
             f"{c['active'] / 1e9:.2f} ({100 * (c['active'] / 1e9 / active_b - 1):+.1f} %) | "
-            f"{moe.weight_bytes(spec, tp) / GIB:.1f} | {kv / 2**20:.0f} | {st0 / 2**20:.0f} | {st3 / 2**20:.0f} | "
-            f"{(kv + st0) / 2**20:.0f} |")
-        twin = dense_twin(spec)
-        for label, model in ((name, name), (twin["name"] + f" (ffn {twin['ffn_size']})", twin)):
-            pred = predictor(model, tp)
-            for batch in BATCHES:
-                base, _ = step(pred, batch, 0)
-                ratios = [step(pred, batch, k)[0] / base for k in KS]
-                steps.append(f"| {label} | {tp} | {batch} | {base:.2f} | " + " | ".join(f"{r:.2f}" for r in ratios)
-                             + " |")
+            f"{moe.weight_bytes(spec, tp) / GIB:.1f} | {kv / 2**20:.0f} | {win / 2**20:.0f} | {st0 / 2**20:.0f} | "
+            f"{st3 / 2**20:.0f} | {(kv + win + st0) / 2**20:.0f} |")
+
+
+def step_rows(name: str, tp: int) -> list:
+    """The step-time rows of one model and its dense twin at every batch size."""
+    rows = []
+    twin = dense_twin(resolve_model(name))
+    for label, model in ((name, name), (twin["name"] + f" (ffn {twin['ffn_size']})", twin)):
+        pred = predictor(model, tp)
+        for batch in BATCHES:
+            base, _ = step(pred, batch, 0)
+            ratios = [step(pred, batch, k)[0] / base for k in KS]
+            rows.append(f"| {label} | {tp} | {batch} | {base:.2f} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
+    return rows
+
+
+def table() -> str:
+    weights = [weights_row(*m) for m in MODELS]
+    steps = [row for name, tp, _, _ in MODELS for row in step_rows(name, tp)]
     return "\n".join([
         BEGIN,
         "| model | total weights, B (vs name) | active, B (vs name) | GiB per GPU at its TP | "
-        f"KV at {CONTEXT // 1024}k, MiB | linear state k=0, MiB | state k=3, MiB | per request k=0, MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        f"KV at {CONTEXT // 1024}k, MiB | sliding-window KV, MiB | linear state k=0, MiB | state k=3, MiB | "
+        "per request k=0, MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
         *weights,
         "",
         "Memory per request is per replica at TP 1 (divide by TP for one GPU, the KV heads permitting).",

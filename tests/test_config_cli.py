@@ -1,14 +1,12 @@
 """Config validation, overrides and the command line (outputs, errors, determinism)."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_command
 from vidur_specdec.config import ConfigError, apply_overrides
 from vidur_specdec.engine.resolve import from_dict, load
 from vidur_specdec.engine.metrics import REQUEST_COLUMNS, STEP_COLUMNS
@@ -78,8 +76,7 @@ def test_shipped_default_config_is_valid():
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", *args], capture_output=True, text=True,
-                          cwd=cwd or REPO)
+    return run_command(*args, cwd=cwd)
 
 
 SMALL = ["--set", "workload.num_requests=25", "--set", "workload.qps=5"]

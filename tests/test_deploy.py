@@ -3,13 +3,11 @@
 import gc
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import REPO, small
+from conftest import REPO, small, run_command
 from vidur_specdec.costs import memory
 from vidur_specdec.config import ConfigError
 from vidur_specdec.engine.resolve import from_dict, load
@@ -130,9 +128,8 @@ def test_model_that_does_not_fit_names_the_smallest_tp(tmp_path):
 
 
 def test_cli_refusal_is_one_line():
-    r = subprocess.run([sys.executable, "-m", "vidur_specdec.main", "--config", "configs/default.yaml",
-                        "--set", "model=meta-llama/Llama-2-70b-hf", "--output-dir", "/nonexistent/x"],
-                       cwd=REPO, capture_output=True, text=True)
+    r = run_command("--config", "configs/default.yaml",
+                        "--set", "model=meta-llama/Llama-2-70b-hf", "--output-dir", "/nonexistent/x", module="vidur_specdec.main")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "parallel.tensor_parallel_size" in r.stderr and ">= 2" in r.stderr
 

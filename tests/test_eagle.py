@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_command
 from vidur_specdec import simulate
 from vidur_specdec.speculation.acceptance import alpha_from_mean_length, expected_tokens_per_step
 from vidur_specdec.config import ConfigError
@@ -205,9 +205,9 @@ def test_bad_trace_is_one_line_and_writes_nothing(tmp_path):
     trace = _trace(tmp_path, [{"prompt_tokens": 4, "output_tokens": 3, "accept_run": [0, 1, 0]},
                               {"prompt_tokens": 4, "output_tokens": 5, "accept_run": [0, 1]}])
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "vidur_specdec.main", "--config", "configs/default.yaml", "--output-dir", str(out),
+    p = run_command("--config", "configs/default.yaml", "--output-dir", str(out),
                         "--set", "speculative.method=eagle", "--set", f"speculative.acceptance_trace={trace}",
-                        "--set", "workload.num_requests=3"], capture_output=True, text=True, cwd=REPO)
+                        "--set", "workload.num_requests=3", module="vidur_specdec.main")
     assert p.returncode == 2
     assert p.stderr.strip() == (f"error: speculative.acceptance_trace: {trace} line 2: accept_run has 2 entries; "
                                 "output_tokens is 5")
@@ -248,10 +248,9 @@ def test_head_yaml_without_its_required_fields_is_one_line(tmp_path, fields, mes
     head = tmp_path / "h.yaml"
     head.write_text(yaml.safe_dump(fields))
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "vidur_specdec.main", "--config", "configs/default.yaml",
+    p = run_command("--config", "configs/default.yaml",
                         "--output-dir", str(out), "--set", "speculative.method=eagle",
-                        "--set", f"speculative.model={head}", "--set", "workload.num_requests=3"],
-                       capture_output=True, text=True, cwd=REPO)
+                        "--set", f"speculative.model={head}", "--set", "workload.num_requests=3", module="vidur_specdec.main")
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.startswith("error: speculative.model: ") and message in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1

@@ -20,13 +20,15 @@ import pytest
 import yaml
 from validate_fixtures import small_config, small_profiles, write_steplog_tree, write_yaml  # noqa: F401
 
-from conftest import REPO, unwritable_folder
+from conftest import REPO, unwritable_folder, run_command
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TINY = ["--set", "workload.num_requests=12", "--set", "workload.qps=8"]
 
 
 def _cli(*args, cwd=None, module="vidur_specdec"):
+    if module in ("vidur_specdec", "vidur_specdec.main"):
+        return run_command(*args, module=module, cwd=cwd)
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                           cwd=cwd or REPO, env=ENV, timeout=300)
 
@@ -98,13 +100,20 @@ def test_existing_folder_is_refused_unless_overwrite_and_never_mixed(tmp_path):
 # --------------------------------------------------------------------------- tracebacks
 
 
-def test_unwritable_output_folder_fails_before_the_simulation(tmp_path):
+def test_unwritable_output_folder_fails_before_the_simulation(tmp_path, monkeypatch, capsys):
+    from vidur_specdec.engine import simulation
+    from vidur_specdec.cli import main
+
+    def no_simulation(*_a, **_k):
+        raise AssertionError("the run was prepared before the output folder was checked")
+
+    monkeypatch.setattr(simulation, "prepare", no_simulation)  # refused up front: nothing is prepared
     target = unwritable_folder(tmp_path, "vidur-specdec-out")
-    t0 = time.perf_counter()
-    p = _cli("run", "--config", "configs/default.yaml", "--output-dir", str(target),
-             "--set", "workload.num_requests=3000")
-    _one_error_line(p, needle="--output-dir: cannot write in")
-    assert time.perf_counter() - t0 < 60  # refused up front: 3000 requests would take far longer
+    rc = main(["run", "--config", str(REPO / "configs/default.yaml"), "--output-dir", str(target),
+               "--set", "workload.num_requests=3000"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("error: --output-dir: cannot write in"), err
     assert not target.exists()
 
 

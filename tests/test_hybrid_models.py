@@ -112,6 +112,6 @@ def test_llama4_scout_reads_chunked_and_global_layers_and_its_experts():
 
 
 def test_an_architecture_that_cannot_be_priced_is_one_line_naming_it():
-    with pytest.raises(ModelError, match="Gemma4ForConditionalGeneration") as e:
-        resolve_model("google/gemma-4-26B-A4B")
+    with pytest.raises(ModelError, match="NemotronHForCausalLM") as e:
+        resolve_model("nvidia/Nemotron-H-56B-Base-8K")
     assert "\n" not in str(e.value)

@@ -106,15 +106,13 @@ def test_fp8_checkpoint_on_a100_is_refused_in_one_line():
 def test_each_named_model_runs_cold_from_the_command_line(tmp_path):
     import subprocess
     import sys
-    import time
 
-    t0 = time.perf_counter()
+    # how long a cold run takes is measured by benchmarks/bench_deploy.py, not here
     out = subprocess.run([sys.executable, "-m", "vidur_specdec", "run", "--config",
                           str(Path(__file__).parents[1] / "configs" / "default.yaml"),
                           "--set", "model=openai/gpt-oss-120b", "--set", "device=h100",
                           "--set", "workload.num_requests=4", "--output-dir", str(tmp_path / "o")],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert time.perf_counter() - t0 < 10
     head = (tmp_path / "o" / "steps.csv").read_text().splitlines()[0]
     assert head.endswith("moe_ms,experts_touched")

@@ -4,12 +4,10 @@ CSVs; markdown tables per deployment; report CLI errors (nothing written on any 
 import csv
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, run_command
 from vidur_specdec.config import ConfigError
 from vidur_specdec.report import (
     build_page,
@@ -36,8 +34,7 @@ def page_data(page):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True)
+    return run_command(*args)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +67,8 @@ def test_recorded_page_and_docs_tables_are_current():
     assert datasets[2]["deployments"] == ["Llama-3.1-8B-Instruct on H100, TP 1", "Llama-3.1-8B-Instruct on H200, TP 1",
                                           "Llama-3.1-70B-Instruct on H100, TP 4", "Llama-3.1-70B-Instruct on A100, TP 8"]
     assert set(datasets[3]["method_labels"]) == {"ngram", "eagle", "eagle3"}
-    # the MoE sweep: five deployments, MTP and EAGLE-3 on MoE targets
-    assert len(datasets[4]["deployments"]) == 5 and {"mtp", "eagle3"} <= set(datasets[4]["method_labels"])
+    # the MoE sweep: seven deployments (Qwen3.5 and DeepSeek-V3.2 among them), MTP and EAGLE-3 on MoE targets
+    assert len(datasets[4]["deployments"]) == 7 and {"mtp", "eagle3"} <= set(datasets[4]["method_labels"])
     md = (REPO / "docs" / "sweep.md").read_text()
     for name, path in zip(NAMES, CSVS):
         table = markdown_table(read_results(path))

@@ -1,5 +1,4 @@
 import math
-import time
 
 import numpy as np
 import pytest
@@ -87,16 +86,12 @@ def test_bad_inputs():
         r.expected_distinct([1], 8, 2, rho=1.5)
 
 
-def test_deterministic_and_fast():
+def test_deterministic():
     g = step_groups(decodes=200, verify_lengths=[4] * 56, prefill_chunks=[512, 1024])
-    # priced every MoE step: the distinct experts (any EP size), and the busiest EP rank (EP runs)
-    for call, budget in ((lambda: r.expected_distinct(g, 256, 8), 2e-3), (lambda: r.ep_busiest_rank(g, 256, 8, 8), 5e-3)):
-        a = call()
-        t0 = time.perf_counter()
-        for _ in range(200):
-            b = call()
-        assert a == b
-        assert (time.perf_counter() - t0) / 200 < budget  # ms per call
+    # priced every MoE step: the distinct experts (any EP size), and the busiest EP rank (EP runs);
+    # their cost per call is measured by benchmarks/bench_moe.py
+    for call in (lambda: r.expected_distinct(g, 256, 8), lambda: r.ep_busiest_rank(g, 256, 8, 8)):
+        assert call() == call()
 
 
 def test_verify_block_wakes_more_than_one_token_and_never_more_than_the_model_has():

@@ -1,12 +1,10 @@
 """Per-batch-size k schedules (vLLM's num_speculative_tokens_per_batch_size): validation, lookup, simulation."""
 
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from conftest import REPO, each_batch, small
+from conftest import each_batch, small, run_command
 from vidur_specdec.config import ConfigError
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.speculation.schedule import KEY, KSchedule, config_warnings, parse
@@ -121,8 +119,7 @@ def test_flip_warning_threshold():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True)
+    return run_command(*args)
 
 
 def test_cli_warns_on_clamp_and_on_frequent_flips(tmp_path):

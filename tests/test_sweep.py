@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_command
 from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.journal import line_sum
 from vidur_specdec.sweep import is_sweep, load_sweep, run_sweep
@@ -45,8 +45,7 @@ def write(tmp_path, data, name="tiny.yaml") -> Path:
 
 
 def cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True, **kw)
+    return run_command(*args, **kw)
 
 
 def read_csv(path):

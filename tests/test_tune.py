@@ -9,16 +9,16 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import run_command
 from vidur_specdec.engine.resolve import from_dict, load
 from vidur_specdec.speculation.schedule import parse
 from vidur_specdec.engine.simulation import simulate
 from vidur_specdec.sweep.worker import row_metrics
 
-# 60 short requests, k up to 3, alpha 0.5, per-token verify: k = 3 stops paying inside the searched loads
+# 36 short requests, k up to 3, alpha 0.5, per-token verify: k = 3 stops paying inside the searched loads
 CFG = {
     "seed": 1,
-    "workload": {"num_requests": 60, "qps": 4.0,
+    "workload": {"num_requests": 36, "qps": 4.0,
                  "prompt_tokens": {"dist": "uniform", "min": 32, "max": 768},
                  "output_tokens": {"dist": "uniform", "min": 8, "max": 256}},
     "speculative": {"method": "ngram", "num_speculative_tokens": 3, "acceptance_rate": 0.5,
@@ -28,8 +28,7 @@ OUTPUTS = ["speculative_config.json", "summary.json", "tune.csv", "tune.html"]
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", "tune", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True)
+    return run_command("tune", *args)
 
 
 @pytest.fixture(scope="module")

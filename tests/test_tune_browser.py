@@ -10,14 +10,12 @@ import asyncio
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import run_command
 from test_report_browser import CHROMIUM, _drive
 from test_tune import CFG
 
@@ -49,8 +47,8 @@ def test_tune_page_in_chromium(tmp_path):
     p = tmp_path / "cfg.yaml"
     p.write_text(yaml.safe_dump(CFG))
     out_dir = tmp_path / "tune"
-    r = subprocess.run([sys.executable, "-m", "vidur_specdec.main", "tune", "--config", str(p), "--output-dir",
-                        str(out_dir), "--jobs", "2"], cwd=REPO, capture_output=True, text=True)
+    r = run_command("tune", "--config", str(p), "--output-dir",
+                        str(out_dir), "--jobs", "2", module="vidur_specdec.main")
     assert r.returncode == 0, r.stderr
     shot_dir = Path(os.environ.get("SPECDEC_SCREENSHOT_DIR", tmp_path))
     shot_dir.mkdir(parents=True, exist_ok=True)

@@ -1,20 +1,17 @@
 """tune: acceptance inputs carried to smaller k, checks before the first point, nothing left after a failure."""
 
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import run_command
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.speculation.acceptance import expected_tokens_per_step
 from test_tune import CFG
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vidur_specdec.main", "tune", *map(str, args)], cwd=REPO,
-                          capture_output=True, text=True)
+    return run_command("tune", *args)
 
 
 def test_mean_length_carries_the_alpha_it_implies_at_k_max():
@@ -59,7 +56,7 @@ def test_bad_options_are_refused_before_any_point(tmp_path, args, words):
 
 def test_a_failed_tune_leaves_nothing_that_blocks_the_rerun(tmp_path):
     p = tmp_path / "cfg.yaml"
-    p.write_text(yaml.safe_dump(CFG))
+    p.write_text(yaml.safe_dump({**CFG, "workload": {**CFG["workload"], "num_requests": 12}}))
     # SLOs no load meets: the capacity search fails after simulating points
     r = cli("--config", p, "--output-dir", tmp_path / "out", "--slo-ttft-ms", "0.001")
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("error:"), r.stderr

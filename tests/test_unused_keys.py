@@ -9,15 +9,12 @@ setting, each set key either changes what the run records or is refused.
 
 import json
 import os
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_command
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.config import unused
 from vidur_specdec.engine.resolve import load
@@ -32,19 +29,14 @@ SMALL = ["--set", "workload.num_requests=20"]
 
 
 def _cli(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "vidur_specdec", *map(str, args)], capture_output=True, text=True,
-                       env=env, cwd=cwd or REPO)
-    return p, time.monotonic() - t0
+    return run_command(*args, module="vidur_specdec", cwd=cwd)
 
 
-def _refused(p, seconds, needle):
+def _refused(p, needle):
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2, p.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], p.stderr
     assert "Traceback" not in p.stderr
-    assert seconds < 30  # about 3 s on an idle machine (docs/config.md); loose for a loaded CI runner
 
 
 # --------------------------------------------------------------------------- the table itself
@@ -120,8 +112,8 @@ def test_a_written_config_loads_again(tmp_path):
 ])
 def test_a_key_the_run_does_not_read_is_one_error_line(tmp_path, sets, needle):
     out = tmp_path / "out"
-    p, s = _cli("run", "--config", DEFAULT, "--output-dir", out, *SMALL, *[a for x in sets for a in ("--set", x)])
-    _refused(p, s, needle)
+    p = _cli("run", "--config", DEFAULT, "--output-dir", out, *SMALL, *[a for x in sets for a in ("--set", x)])
+    _refused(p, needle)
     assert not out.exists()
 
 
@@ -145,8 +137,8 @@ def test_a_sweep_axis_that_cannot_change_the_run_is_refused_before_running(tmp_p
     f.write_text(yaml.safe_dump({"base": {"workload": {"arrival": "closed", "concurrency": 4, "num_requests": 10}},
                                  "grid": {"workload.qps": [1.0, 2.0]}}))
     out = tmp_path / "out"
-    p, s = _cli("sweep", "--config", f, "--output-dir", out)
-    _refused(p, s, "workload.qps: does nothing with workload.arrival closed")
+    p = _cli("sweep", "--config", f, "--output-dir", out)
+    _refused(p, "workload.qps: does nothing with workload.arrival closed")
     assert not out.exists()
     f.write_text(yaml.safe_dump({"base": {"workload": {"arrival": "static", "num_requests": 10}},
                                  "grid": {"workload.qps": [1.0, 2.0]}}))
@@ -165,8 +157,8 @@ def test_tune_on_qps_with_a_trace_is_refused_before_running(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"workload": {"arrival": "trace", "trace_file": str(trace)}}))
     out = tmp_path / "out"
-    p, s = _cli("tune", "--config", cfg, "--output-dir", out, "--slo-tpot-ms", "50")
-    _refused(p, s, "--load-axis qps: every load would run the same: workload.qps: does nothing with "
+    p = _cli("tune", "--config", cfg, "--output-dir", out, "--slo-tpot-ms", "50")
+    _refused(p, "--load-axis qps: every load would run the same: workload.qps: does nothing with "
                    "workload.arrival trace")
     assert not out.exists()
 
@@ -203,9 +195,9 @@ def test_a_model_the_simulator_can_represent_still_loads(tmp_path):
 
 
 def test_an_unrepresentable_model_is_one_error_line(tmp_path):
-    p, s = _cli("run", "--config", DEFAULT, "--output-dir", tmp_path / "o", *SMALL,
+    p = _cli("run", "--config", DEFAULT, "--output-dir", tmp_path / "o", *SMALL,
                 "--set", f"model={_hf(tmp_path, tie_word_embeddings='false')}")
-    _refused(p, s, "tie_word_embeddings")
+    _refused(p, "tie_word_embeddings")
 
 
 @pytest.mark.parametrize("field, value", [("sms", 0.5), ("sms", "108"), ("l2_bytes", True), ("memory_bytes", 1.5),

@@ -2,14 +2,12 @@
 (vLLM 0.33's synthetic rejection sampler), and calibration reading the server's per-position counters back."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from prometheus_client import generate_latest
 
-from conftest import REPO
+from conftest import REPO, run_command
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.speculation.acceptance import AcceptanceModel
 from vidur_specdec.validate.calibrate import calibrate
@@ -78,10 +76,9 @@ def test_calibration_reads_the_pinned_server_s_counters_back_into_the_rates():
 
 def test_the_pin_command_writes_once(tmp_path):
     def pin(*extra):
-        return subprocess.run([sys.executable, "-m", "vidur_specdec", "validate", "pin", "--config",
+        return run_command("validate", "pin", "--config",
                                "configs/default.yaml", *sum((["--set", s] for s in EAGLE3_8B), []),
-                               "--set", "speculative.acceptance_rate=0.6", "--out", str(tmp_path / "p"), *extra],
-                              cwd=REPO, capture_output=True, text=True)
+                               "--set", "speculative.acceptance_rate=0.6", "--out", str(tmp_path / "p"), *extra, module="vidur_specdec")
 
     r = pin()
     assert r.returncode == 0, r.stderr

@@ -216,7 +216,7 @@ def _minimax_m2(cfg: Mapping, d: dict, where: str) -> None:
 
 def _mixers(spec, tp: int) -> int:
     """Token-mixer weights of all layers (the layer plan's; ``L x attention_params`` for attention-only models)."""
-    if not getattr(spec, "linear_layers", 0):
+    if not (getattr(spec, "linear_layers", 0) or getattr(spec, "global_head_dim", 0)):
         return spec.num_layers * attention_params(spec, tp)
     return mixer_params(spec, tp)
 

@@ -55,7 +55,7 @@ def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1, redundant: int = 0)
     ``1/tp`` slice of every expert; ``redundant`` EPLB copies add
     ``redundant / ep`` experts per GPU.
     """
-    if model.is_moe or model.quantization:
+    if model.is_moe or model.quantization or model.global_head_dim:  # (Gemma 4: its global layers' own shape)
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
 

@@ -170,6 +170,12 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
         self._hybrid = spec if spec is not None and getattr(spec, "linear_layers", 0) else None
         if self._hybrid is not None:
             self._full_share = (spec.num_layers - spec.linear_layers) / spec.num_layers
+        # sliding layers beside global layers of their own head shape (Gemma 4): engine/global_layers.py
+        self._global = None
+        if spec is not None and getattr(spec, "global_head_dim", 0):
+            from vidur_specdec.engine.global_layers import GlobalLayerMix
+
+            self._global = GlobalLayerMix(spec, self._tp, self._kernels)
         if self._tp > 1 and (self._device is None or not self._hidden):
             raise ValueError("tensor_parallel_size > 1 needs model_spec and device_spec to price the all-reduces")
         if self._proposer is not None:
@@ -273,11 +279,15 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
     def _get_attention_layer_pre_proj_execution_time(self, plan) -> float:
         if self._hybrid is not None:
             return self._hybrid_proj(self._tok(plan))[0]
+        if self._global is not None:
+            return self._global.proj_ms(self._tok(plan))[0]
         return self._m.linear_ms("attn_pre_proj", self._tok(plan))
 
     def _get_attention_layer_post_proj_execution_time(self, plan) -> float:
         if self._hybrid is not None:
             return self._hybrid_proj(self._tok(plan))[1]
+        if self._global is not None:
+            return self._global.proj_ms(self._tok(plan))[1]
         return self._m.linear_ms("attn_post_proj", self._tok(plan))
 
     def _hybrid_proj(self, tokens: int):
@@ -335,10 +345,15 @@ class SpecDecExecutionTimePredictor(BaseExecutionTimePredictor):
             return self._full_share * full + (1.0 - self._full_share) * self._linear_attention_ms(plan)
         if not comp.decode_q:
             return 0.0
+        if self._global is not None:
+            return self._global.decode_ms(lambda q, c: self._verify_cost.attention_ms(self._m, q, c),
+                                          comp.decode_q, comp.decode_ctx)
         return self._verify_cost.attention_ms(self._m, comp.decode_q, comp.decode_ctx)
 
     def _get_attention_prefill_execution_time(self, plan) -> float:
         m = self._m
+        if self._global is not None:
+            return self._global.prefill_ms(m.prefill_attention_ms, plan.composition.prefill)
         full = sum(m.prefill_attention_ms(kv, c) for kv, c in plan.composition.prefill)
         return full if self._hybrid is None else self._full_share * full
 

@@ -224,6 +224,10 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         found = [h for h in KNOWN_HEADS.values() if h.method == method and target.name in h.targets]
         if found:
             head = found[0]
+        elif method == "mtp" and getattr(target, "global_head_dim", 0):
+            raise ConfigError(f"speculative.method: {target.name}'s MTP drafter is a separate assistant checkpoint "
+                              "(vLLM 0.33 gemma4_mtp.py: its own width, Q-only layers on the target's KV), which is "
+                              "not modeled; use ngram or draft_model")
         elif method == "mtp" and target.is_moe:
             if not target.mtp_layers:
                 raise ConfigError(f"speculative.method: {target.name} ships no MTP modules "

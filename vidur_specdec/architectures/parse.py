@@ -1,0 +1,162 @@
+"""A :class:`~vidur_specdec.architectures.spec.ModelSpec` from a mapping of its fields (:func:`model_from_dict`,
+with the shape checks) or from a Hugging Face ``config.json`` (:func:`model_from_hf_config`, which hands the
+architectures it does not read itself to moe, hybrid, llama4 and gemma4). Bad input raises
+:class:`~vidur_specdec.architectures.errors.ModelError` in one line starting with ``where``."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Mapping
+
+from vidur_specdec.architectures.errors import ModelError
+from vidur_specdec.architectures.spec import OPTIONAL_FIELDS, ModelSpec
+
+
+_INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_size", "vocab_size",
+               "max_model_len", "head_dim", "num_experts", "experts_per_token", "expert_ffn_size", "dense_layers",
+               "shared_ffn_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
+               "sliding_window", "sliding_layers", "mtp_layers", "linear_layers", "linear_num_key_heads",
+               "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+               "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk",
+               "global_head_dim", "global_kv_heads")
+_ZERO_OK = ("head_dim",) + OPTIONAL_FIELDS
+
+
+def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
+    """Build a :class:`ModelSpec` from a mapping with the dataclass's field names.
+
+    Raises :class:`ModelError` (one line, starting with ``where``) on an unknown,
+    missing or non-positive field.
+    """
+    if not isinstance(d, Mapping):
+        raise ModelError(f"{where}: must be a mapping of ModelSpec fields")
+    names = [f.name for f in fields(ModelSpec)]
+    unknown = sorted(set(d) - set(names))
+    if unknown:
+        raise ModelError(f"{where}: unknown model field {unknown[0]!r}; allowed: {', '.join(names)}")
+    required = [f.name for f in fields(ModelSpec) if f.name not in ("max_model_len", "tie_word_embeddings",
+                                                                    "head_dim") + OPTIONAL_FIELDS]
+    for key in required:
+        if d.get(key) is None:
+            raise ModelError(f"{where}: missing model field {key!r} (needs {', '.join(required)})")
+    out = {"name": str(d["name"])}
+    for key in _INT_FIELDS:
+        if key not in d or d[key] is None:
+            continue
+        v = d[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if key in _ZERO_OK else 1):
+            raise ModelError(f"{where}: {key} must be a positive integer, got {v!r}")
+        out[key] = v
+    if "tie_word_embeddings" in d:
+        if not isinstance(d["tie_word_embeddings"], bool):
+            raise ModelError(f"{where}: tie_word_embeddings must be true/false, got {d['tie_word_embeddings']!r}")
+        out["tie_word_embeddings"] = d["tie_word_embeddings"]
+    for flag in ("expert_bias", "attn_output_gate", "attention_k_eq_v"):
+        if flag in d:
+            if not isinstance(d[flag], bool):
+                raise ModelError(f"{where}: {flag} must be true/false, got {d[flag]!r}")
+            out[flag] = d[flag]
+    if d.get("mamba_ssm_dtype") not in (None, "", "bfloat16", "float16", "float32"):
+        raise ModelError(f"{where}: mamba_ssm_dtype must be float32, bfloat16 or float16, got {d['mamba_ssm_dtype']!r}")
+    out["mamba_ssm_dtype"] = d.get("mamba_ssm_dtype") or ""
+    if d.get("quantization") not in (None, "", "fp8", "mxfp4"):
+        raise ModelError(f"{where}: quantization must be fp8 or mxfp4 (the checkpoint's format), "
+                         f"got {d['quantization']!r}")
+    out["quantization"] = d.get("quantization") or ""
+    if d.get("kv_cache_dtype") not in (None, "", "fp8"):
+        raise ModelError(f"{where}: kv_cache_dtype must be fp8 or empty (bf16), got {d['kv_cache_dtype']!r}")
+    out["kv_cache_dtype"] = d.get("kv_cache_dtype") or ""
+    if out.get("global_head_dim"):
+        from vidur_specdec.architectures import gemma4  # noqa: F401 (registers the global_attention mixer)
+    spec = ModelSpec(**out)
+    _check_shape(spec, where)
+    return spec
+
+
+def _check_shape(spec: ModelSpec, where: str) -> None:
+    moe = (spec.num_experts, spec.experts_per_token, spec.expert_ffn_size)
+    if any(moe) and not all(moe):
+        raise ModelError(f"{where}: a mixture-of-experts model needs num_experts, experts_per_token and "
+                         "expert_ffn_size all set")
+    if spec.experts_per_token > spec.num_experts:
+        raise ModelError(f"{where}: experts_per_token {spec.experts_per_token} exceeds num_experts "
+                         f"{spec.num_experts}")
+    if spec.dense_layers > spec.num_layers or \
+            spec.sliding_layers + spec.linear_layers + spec.chunked_layers > spec.num_layers:
+        raise ModelError(f"{where}: dense_layers, and sliding_layers + linear_layers + chunked_layers, must not "
+                         f"exceed num_layers "
+                         f"{spec.num_layers}")
+    gdn = (spec.linear_num_key_heads, spec.linear_num_value_heads, spec.linear_key_head_dim,
+           spec.linear_value_head_dim, spec.linear_conv_kernel_dim)
+    if spec.linear_layers and not all(gdn):
+        raise ModelError(f"{where}: linear_layers needs linear_num_key_heads, linear_num_value_heads, "
+                         "linear_key_head_dim, linear_value_head_dim and linear_conv_kernel_dim")
+    index = (spec.index_n_heads, spec.index_head_dim, spec.index_topk)
+    if any(index) and not (all(index) and spec.kv_lora_rank):
+        raise ModelError(f"{where}: sparse attention needs index_n_heads, index_head_dim and index_topk all set, "
+                         "on a multi-head latent attention model (kv_lora_rank)")
+    if bool(spec.global_head_dim) != bool(spec.global_kv_heads) or (spec.global_head_dim and not spec.sliding_layers):
+        raise ModelError(f"{where}: global_head_dim and global_kv_heads go together, beside sliding_layers")
+    if spec.num_heads % spec.num_kv_heads:
+        raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
+    if spec.hidden_size % spec.num_heads:
+        # Vidur's ReplicaConfig asserts embedding_dim % num_q_heads == 0.
+        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}")
+
+
+# Hugging Face config.json keys -> ModelSpec fields (LlamaConfig's names).
+_HF_KEYS = {
+    "num_layers": "num_hidden_layers",
+    "hidden_size": "hidden_size",
+    "num_heads": "num_attention_heads",
+    "ffn_size": "intermediate_size",
+    "vocab_size": "vocab_size",
+    "max_model_len": "max_position_embeddings",
+}
+
+
+def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
+    """A :class:`ModelSpec` from a Hugging Face ``config.json`` of a Llama-architecture model.
+
+    Accepted when ``architectures`` holds ``LlamaForCausalLM`` or ``model_type``
+    is ``llama``; ``num_key_value_heads`` defaults to the query heads (LlamaConfig's
+    default), ``tie_word_embeddings`` to false, ``head_dim`` to hidden / heads.
+    """
+    if not isinstance(cfg, Mapping):
+        raise ModelError(f"{where}: a config.json must hold a JSON object")
+    archs = cfg.get("architectures") or []
+    # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
+    from vidur_specdec.architectures import gemma4, hybrid, llama4, moe
+
+    if gemma4.is_gemma4(cfg):
+        return model_from_dict(gemma4.model_from_gemma4_hf_config(cfg, name, where), where)
+    if hybrid.is_hybrid(cfg):
+        return model_from_dict(hybrid.model_from_hybrid_hf_config(cfg, name, where), where)
+    if llama4.is_llama4(cfg):
+        return model_from_dict(llama4.model_from_llama4_hf_config(cfg, name, where), where)
+    if isinstance(archs, list) and any(a in moe.MOE_ARCHITECTURES for a in archs):
+        return model_from_dict(moe.model_from_moe_hf_config(cfg, name, where), where)
+    moe.refuse_expert_fields(cfg, where)  # experts are never simulated as a dense MLP
+    if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
+        got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
+        raise ModelError(f"{where}: only Llama-architecture models and the architectures "
+                         f"{', '.join(moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES + llama4.LLAMA4_ARCHITECTURES + gemma4.GEMMA4_ARCHITECTURES)}"
+                         f" are supported, got {got}")
+    d = {"name": str(cfg.get("_name_or_path") or name)}
+    for field_name, key in _HF_KEYS.items():
+        if cfg.get(key) is None:
+            raise ModelError(f"{where}: config.json has no {key!r}")
+        d[field_name] = moe._int(cfg, key, where)
+    d["num_kv_heads"] = moe._int(cfg, "num_key_value_heads", where, default=d["num_heads"])
+    d["tie_word_embeddings"] = moe._bool(cfg, "tie_word_embeddings", where)
+    if cfg.get("head_dim") is not None:
+        d["head_dim"] = moe._int(cfg, "head_dim", where)
+    # vLLM 0.33 vllm/model_executor/models/llama.py: a layer attends a sliding window when layer_types says
+    # "sliding_attention" (use_sliding_window: the Qwen2-style switch); the dense path prices full attention.
+    sliding = moe._bool(cfg, "use_sliding_window", where) or "sliding_attention" in (cfg.get("layer_types") or [])
+    if cfg.get("sliding_window") and sliding:
+        raise moe._err(where, "sliding_window", "is used (use_sliding_window or layer_types); sliding attention "
+                       "is not modeled for a Llama-architecture model (only gpt-oss), which would be priced as "
+                       "full attention")
+    d["quantization"] = moe._quantization(cfg, "LlamaForCausalLM", where)  # fp8 e4m3; AWQ, GPTQ, ... refused
+    return model_from_dict(d, where)
