@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerate the recorded sweep results, the results page and the tables in docs/sweep.md,
+# Regenerate the recorded sweep results, the results page, the tables in docs/sweep.md and its reading
+# paragraphs quoting them (scripts/sweep_readings.py),
 # then the recorded tunes and their figures in docs/tune.md and README.md (scripts/tune_figures.py),
 # the MoE step-ratio, held-out MoE-layer and builder-vs-measured MoE tables in docs/model.md and docs/profiles.md
 # (scripts/moe_step_ratio.py, scripts/moe_layer_error.py, scripts/moe_builder_vs_measured.py), the
@@ -35,6 +36,8 @@ done
 CSVS=()
 for name in "${SWEEPS[@]}"; do CSVS+=("sweeps/results/$name.csv"); done
 "$PY" -m vidur_specdec.main report "${CSVS[@]}" -o docs/results.html --markdown docs/sweep.md
+# The reading paragraphs of docs/sweep.md that quote the five CSVs (tests/test_sweep_readings.py)
+"$PY" scripts/sweep_readings.py --write
 "$PY" scripts/tune_figures.py
 "$PY" scripts/moe_step_ratio.py --write
 "$PY" scripts/moe_layer_error.py --write

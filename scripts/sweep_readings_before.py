@@ -1,0 +1,81 @@
+"""What the recorded MoE sweep gave before two changes, for scripts/sweep_readings.py's "what moved" paragraphs.
+
+Copied from git (``git show COMMIT:sweeps/results/moe.csv``): TPOT p50 ms, TTFT p50 ms and TPOT speedup, 4
+decimals, keyed (model, qps, method, k). ROOFLINE: the last recording before the measured kernel tables;
+BEFORE_MLA: the last before DeepSeek's MLA was priced from the measured MLA module tables.
+tests/test_sweep_readings.py compares them with git where the history is there.
+"""
+
+ROOFLINE_COMMIT = "1ac4134"
+BEFORE_MLA_COMMIT = "0789655"
+
+ROOFLINE = {
+    ("Qwen/Qwen3-30B-A3B", 0.5, "none", 0): (5.9525, 41.4318, 1.0000),
+    ("Qwen/Qwen3-30B-A3B", 4.0, "none", 0): (17.6828, 64.0637, 1.0000),
+    ("Qwen/Qwen3-30B-A3B", 6.0, "none", 0): (21.8345, 68.0410, 1.0000),
+    ("Qwen/Qwen3-30B-A3B", 0.5, "eagle3", 3): (4.6735, 47.7461, 1.2737),
+    ("Qwen/Qwen3-30B-A3B", 4.0, "eagle3", 3): (9.4678, 76.6843, 1.8677),
+    ("Qwen/Qwen3-30B-A3B", 6.0, "eagle3", 3): (11.5692, 87.2274, 1.8873),
+    ("Qwen/Qwen3-30B-A3B", 0.5, "ngram", 3): (3.3100, 42.0069, 1.7983),
+    ("Qwen/Qwen3-30B-A3B", 4.0, "ngram", 3): (7.2489, 65.0741, 2.4394),
+    ("Qwen/Qwen3-30B-A3B", 6.0, "ngram", 3): (9.6882, 75.2053, 2.2537),
+    ("meta-llama/Llama-3.2-3B-Instruct", 0.5, "none", 0): (4.3102, 12.0597, 1.0000),
+    ("meta-llama/Llama-3.2-3B-Instruct", 4.0, "none", 0): (4.4840, 14.5971, 1.0000),
+    ("meta-llama/Llama-3.2-3B-Instruct", 6.0, "none", 0): (4.5946, 15.7346, 1.0000),
+    ("meta-llama/Llama-3.2-3B-Instruct", 0.5, "ngram", 3): (1.8773, 13.1682, 2.2960),
+    ("meta-llama/Llama-3.2-3B-Instruct", 4.0, "ngram", 3): (1.9511, 14.6755, 2.2982),
+    ("meta-llama/Llama-3.2-3B-Instruct", 6.0, "ngram", 3): (1.9747, 15.5754, 2.3268),
+    ("openai/gpt-oss-120b", 0.5, "none", 0): (5.3097, 60.5043, 1.0000),
+    ("openai/gpt-oss-120b", 3.0, "none", 0): (16.5163, 105.6893, 1.0000),
+    ("openai/gpt-oss-120b", 4.5, "none", 0): (25.2794, 105.8405, 1.0000),
+    ("openai/gpt-oss-120b", 0.5, "eagle3", 3): (4.5374, 69.0760, 1.1702),
+    ("openai/gpt-oss-120b", 3.0, "eagle3", 3): (10.1647, 113.4532, 1.6249),
+    ("openai/gpt-oss-120b", 4.5, "eagle3", 3): (14.8258, 124.5946, 1.7051),
+    ("deepseek-ai/DeepSeek-V3", 0.5, "none", 0): (8.6688, 62.2823, 1.0000),
+    ("deepseek-ai/DeepSeek-V3", 3.5, "none", 0): (17.3263, 95.3941, 1.0000),
+    ("deepseek-ai/DeepSeek-V3", 5.0, "none", 0): (22.0432, 92.8330, 1.0000),
+    ("deepseek-ai/DeepSeek-V3", 0.5, "mtp", 1): (6.0760, 68.6254, 1.4267),
+    ("deepseek-ai/DeepSeek-V3", 3.5, "mtp", 1): (10.8247, 101.4691, 1.6006),
+    ("deepseek-ai/DeepSeek-V3", 5.0, "mtp", 1): (14.3558, 101.9012, 1.5355),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 0.5, "none", 0): (10.0965, 40.3581, 1.0000),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 3.5, "none", 0): (21.7545, 54.3034, 1.0000),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 5.5, "none", 0): (22.5968, 59.0685, 1.0000),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 0.5, "ngram", 3): (9.1407, 43.0931, 1.1046),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 3.5, "ngram", 3): (13.8150, 57.3306, 1.5747),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 5.5, "ngram", 3): (14.2465, 62.6565, 1.5861),
+}
+BEFORE_MLA = {
+    ("Qwen/Qwen3-30B-A3B", 0.5, "none", 0): (6.3958, 39.8784, 1.0000),
+    ("Qwen/Qwen3-30B-A3B", 4.0, "none", 0): (20.0662, 61.7778, 1.0000),
+    ("Qwen/Qwen3-30B-A3B", 6.0, "none", 0): (24.2547, 65.3337, 1.0000),
+    ("Qwen/Qwen3-30B-A3B", 0.5, "eagle3", 3): (4.7586, 44.4052, 1.3441),
+    ("Qwen/Qwen3-30B-A3B", 4.0, "eagle3", 3): (10.5855, 75.3611, 1.8956),
+    ("Qwen/Qwen3-30B-A3B", 6.0, "eagle3", 3): (11.3622, 80.8150, 2.1347),
+    ("Qwen/Qwen3-30B-A3B", 0.5, "ngram", 3): (3.3830, 40.2560, 1.8906),
+    ("Qwen/Qwen3-30B-A3B", 4.0, "ngram", 3): (8.6490, 62.1312, 2.3201),
+    ("Qwen/Qwen3-30B-A3B", 6.0, "ngram", 3): (9.8705, 69.2501, 2.4573),
+    ("meta-llama/Llama-3.2-3B-Instruct", 0.5, "none", 0): (4.1919, 10.6845, 1.0000),
+    ("meta-llama/Llama-3.2-3B-Instruct", 4.0, "none", 0): (4.3597, 11.6594, 1.0000),
+    ("meta-llama/Llama-3.2-3B-Instruct", 6.0, "none", 0): (4.4377, 12.1693, 1.0000),
+    ("meta-llama/Llama-3.2-3B-Instruct", 0.5, "ngram", 3): (1.8629, 10.8427, 2.2503),
+    ("meta-llama/Llama-3.2-3B-Instruct", 4.0, "ngram", 3): (1.9190, 11.8265, 2.2718),
+    ("meta-llama/Llama-3.2-3B-Instruct", 6.0, "ngram", 3): (1.9276, 12.0364, 2.3022),
+    ("openai/gpt-oss-120b", 0.5, "none", 0): (5.4098, 36.7323, 1.0000),
+    ("openai/gpt-oss-120b", 3.0, "none", 0): (8.0691, 58.3750, 1.0000),
+    ("openai/gpt-oss-120b", 4.5, "none", 0): (12.1830, 61.4151, 1.0000),
+    ("openai/gpt-oss-120b", 0.5, "eagle3", 3): (4.1392, 42.9138, 1.3070),
+    ("openai/gpt-oss-120b", 3.0, "eagle3", 3): (5.8946, 67.3236, 1.3689),
+    ("openai/gpt-oss-120b", 4.5, "eagle3", 3): (7.9677, 68.1116, 1.5291),
+    ("deepseek-ai/DeepSeek-V3", 0.5, "none", 0): (9.9994, 51.3000, 1.0000),
+    ("deepseek-ai/DeepSeek-V3", 3.5, "none", 0): (14.4476, 74.4768, 1.0000),
+    ("deepseek-ai/DeepSeek-V3", 5.0, "none", 0): (16.9845, 75.9984, 1.0000),
+    ("deepseek-ai/DeepSeek-V3", 0.5, "mtp", 1): (6.7345, 54.9538, 1.4848),
+    ("deepseek-ai/DeepSeek-V3", 3.5, "mtp", 1): (9.1710, 79.3652, 1.5754),
+    ("deepseek-ai/DeepSeek-V3", 5.0, "mtp", 1): (10.8391, 83.1160, 1.5670),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 0.5, "none", 0): (10.0097, 39.4334, 1.0000),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 3.5, "none", 0): (19.2750, 52.2815, 1.0000),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 5.5, "none", 0): (19.6454, 55.3004, 1.0000),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 0.5, "ngram", 3): (9.4834, 42.6579, 1.0555),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 3.5, "ngram", 3): (12.1701, 59.2528, 1.5838),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", 5.5, "ngram", 3): (12.5090, 58.0302, 1.5705),
+}
