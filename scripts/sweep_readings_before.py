@@ -1,7 +1,8 @@
-"""What the recorded MoE sweep gave before two changes, for scripts/sweep_readings.py's "what moved" paragraphs.
+"""What recorded sweeps gave before two changes, for scripts/sweep_readings.py's "what moved" paragraphs.
 
-Copied from git (``git show COMMIT:sweeps/results/moe.csv``): TPOT p50 ms, TTFT p50 ms and TPOT speedup, 4
-decimals, keyed (model, qps, method, k). ROOFLINE: the last recording before the measured kernel tables;
+Copied from git (``git show COMMIT:sweeps/results/NAME.csv``): TPOT p50 ms, TTFT p50 ms and TPOT speedup, 4
+decimals, keyed (model, qps, method, k) (moe) or (model, device, qps, method, k). ROOFLINE, DEPLOYMENTS_ROOFLINE,
+EAGLE_ROOFLINE: the last recordings before the measured kernel tables;
 BEFORE_MLA: the last before DeepSeek's MLA was priced from the measured MLA module tables.
 tests/test_sweep_readings.py compares them with git where the history is there.
 """
@@ -78,4 +79,96 @@ BEFORE_MLA = {
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", 0.5, "ngram", 3): (9.4834, 42.6579, 1.0555),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", 3.5, "ngram", 3): (12.1701, 59.2528, 1.5838),
     ("mistralai/Mixtral-8x7B-Instruct-v0.1", 5.5, "ngram", 3): (12.5090, 58.0302, 1.5705),
+}
+
+
+# git show ROOFLINE_COMMIT:sweeps/results/deployments.csv; keyed (model, device, qps, method, k)
+DEPLOYMENTS_ROOFLINE = {
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "none", 0): (8.2673, 29.9128, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "ngram", 4): (3.1117, 30.3822, 2.6568),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "draft_model", 4): (7.2383, 61.0994, 1.1422),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "none", 0): (12.7772, 44.8624, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "ngram", 4): (4.3489, 42.8818, 2.9381),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "draft_model", 4): (12.3088, 757.9322, 1.0381),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "none", 0): (19.5486, 364.8273, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "ngram", 4): (7.5025, 981.5694, 2.6056),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "draft_model", 4): (12.7549, 4690.7951, 1.5326),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 4.0, "none", 0): (6.6264, 25.9798, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 4.0, "ngram", 4): (2.5378, 26.0178, 2.6111),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 4.0, "draft_model", 4): (6.2131, 54.4815, 1.0665),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 16.0, "none", 0): (9.6108, 37.4619, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 16.0, "ngram", 4): (3.5448, 37.8694, 2.7112),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 16.0, "draft_model", 4): (10.7076, 272.2627, 0.8976),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 32.0, "none", 0): (16.4141, 159.0409, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 32.0, "ngram", 4): (6.7943, 618.7887, 2.4159),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h200", 32.0, "draft_model", 4): (11.5750, 3869.9911, 1.4181),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 2.0, "none", 0): (20.3900, 88.2297, 1.0000),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 2.0, "ngram", 4): (7.7678, 90.0409, 2.6249),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 2.0, "draft_model", 4): (11.2823, 116.3827, 1.8072),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 6.0, "none", 0): (27.6221, 117.3773, 1.0000),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 6.0, "ngram", 4): (11.1681, 130.0084, 2.4733),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 6.0, "draft_model", 4): (16.8150, 209.1567, 1.6427),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 12.0, "none", 0): (49.4925, 971.1772, 1.0000),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 12.0, "ngram", 4): (20.8010, 3274.3741, 2.3793),
+    ("meta-llama/Llama-3.1-70B-Instruct", "h100", 12.0, "draft_model", 4): (24.5311, 5978.4742, 2.0175),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 2.0, "none", 0): (21.3328, 117.4648, 1.0000),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 2.0, "ngram", 4): (8.4290, 121.1622, 2.5309),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 2.0, "draft_model", 4): (12.4660, 153.5347, 1.7113),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 6.0, "none", 0): (38.7753, 210.4808, 1.0000),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 6.0, "ngram", 4): (19.8909, 349.5743, 1.9494),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 6.0, "draft_model", 4): (31.0094, 1545.8609, 1.2504),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 12.0, "none", 0): (79.1591, 4168.7925, 1.0000),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 12.0, "ngram", 4): (28.8299, 9179.0784, 2.7457),
+    ("meta-llama/Llama-3.1-70B-Instruct", "a100", 12.0, "draft_model", 4): (33.0869, 12206.1357, 2.3925),
+}
+# git show ROOFLINE_COMMIT:sweeps/results/eagle.csv; keyed (model, device, qps, method, k)
+EAGLE_ROOFLINE = {
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "none", 0): (8.2673, 29.9128, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "none", 0): (12.7772, 44.8624, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "none", 0): (19.5486, 364.8273, 1.0000),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "ngram", 1): (6.1776, 30.5421, 1.3383),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "ngram", 2): (5.5888, 31.2866, 1.4793),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "ngram", 3): (5.3963, 29.9666, 1.5320),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "ngram", 4): (5.3462, 31.6699, 1.5464),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "ngram", 5): (5.3502, 30.5911, 1.5452),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "ngram", 1): (9.0659, 45.9535, 1.4094),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "ngram", 2): (8.2636, 47.4540, 1.5462),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "ngram", 3): (8.4665, 54.1440, 1.5091),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "ngram", 4): (9.3199, 65.6128, 1.3710),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "ngram", 5): (10.1114, 82.7367, 1.2636),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "ngram", 1): (15.1050, 656.6132, 1.2942),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "ngram", 2): (13.7774, 945.2397, 1.4189),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "ngram", 3): (12.9732, 1419.6670, 1.5068),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "ngram", 4): (12.6940, 2033.2355, 1.5400),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "ngram", 5): (12.6035, 2665.7446, 1.5510),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle", 1): (6.4681, 36.1784, 1.2782),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle", 2): (5.6268, 39.2555, 1.4693),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle", 3): (5.3839, 43.2601, 1.5355),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle", 4): (5.4008, 48.1178, 1.5308),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle", 5): (5.4989, 49.7962, 1.5034),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle", 1): (9.2702, 55.7771, 1.3783),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle", 2): (7.8898, 64.0493, 1.6195),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle", 3): (7.6808, 79.1158, 1.6635),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle", 4): (7.8738, 99.1871, 1.6228),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle", 5): (8.3622, 141.2964, 1.5280),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle", 1): (14.4201, 866.9659, 1.3557),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle", 2): (11.3392, 1335.5670, 1.7240),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle", 3): (10.3632, 1965.4969, 1.8864),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle", 4): (9.8608, 2643.0519, 1.9825),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle", 5): (9.5916, 3326.2535, 2.0381),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle3", 1): (5.9722, 35.8686, 1.3843),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle3", 2): (4.8158, 36.8536, 1.7167),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle3", 3): (4.3136, 40.1124, 1.9166),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle3", 4): (4.1138, 43.6815, 2.0096),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 4.0, "eagle3", 5): (4.0188, 45.6773, 2.0571),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle3", 1): (8.3772, 52.1975, 1.5252),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle3", 2): (6.6072, 55.4213, 1.9338),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle3", 3): (5.9969, 62.9319, 2.1307),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle3", 4): (5.7724, 74.5450, 2.2135),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 16.0, "eagle3", 5): (5.7680, 86.3666, 2.2152),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 1): (13.3804, 760.4707, 1.4610),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 2): (10.0174, 1120.2910, 1.9515),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 3): (8.6513, 1549.5195, 2.2596),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 4): (7.7883, 1944.9954, 2.5100),
+    ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 5): (7.2088, 2300.7432, 2.7118),
 }

@@ -51,17 +51,20 @@ def test_a_contradicted_claim_stops_rendering(monkeypatch, tmp_path):
         sweep_readings.text("moe")
 
 
-@pytest.mark.parametrize("const,commit", [("ROOFLINE", sweep_readings_before.ROOFLINE_COMMIT),
-                                          ("BEFORE_MLA", sweep_readings_before.BEFORE_MLA_COMMIT)])
-def test_earlier_recordings_are_what_git_holds(const, commit):
+@pytest.mark.parametrize("const,commit,name", [
+    ("ROOFLINE", sweep_readings_before.ROOFLINE_COMMIT, "moe"),
+    ("BEFORE_MLA", sweep_readings_before.BEFORE_MLA_COMMIT, "moe"),
+    ("DEPLOYMENTS_ROOFLINE", sweep_readings_before.ROOFLINE_COMMIT, "deployments"),
+    ("EAGLE_ROOFLINE", sweep_readings_before.ROOFLINE_COMMIT, "eagle")])
+def test_earlier_recordings_are_what_git_holds(const, commit, name):
     try:
-        got = subprocess.run(["git", "show", f"{commit}:sweeps/results/moe.csv"], cwd=REPO, capture_output=True,
+        got = subprocess.run(["git", "show", f"{commit}:sweeps/results/{name}.csv"], cwd=REPO, capture_output=True,
                              text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         pytest.skip("no git")
     if got.returncode:
         pytest.skip(f"commit {commit} not in this checkout's history")
-    want = {(r["model"], float(r["qps"]), r["method"], int(r["k"] or 0)):
+    want = {(r["model"], *([r["device"]] if name != "moe" else []), float(r["qps"]), r["method"], int(r["k"] or 0)):
             tuple(round(float(r[c]), 4) for c in ("tpot_ms_p50", "ttft_ms_p50", "tpot_speedup"))
             for r in csv.DictReader(io.StringIO(got.stdout))}
     assert getattr(sweep_readings_before, const) == want
