@@ -59,19 +59,12 @@ register_mixer(Mixer("global_attention", global_kv_bytes, global_params),
 
 
 def is_gemma4(cfg: Mapping) -> bool:
-    archs = cfg.get("architectures") or []
-    return isinstance(archs, list) and any(a in GEMMA4_ARCHITECTURES for a in archs)
+    return moe.has_architecture(cfg, GEMMA4_ARCHITECTURES)
 
 
 def model_from_gemma4_hf_config(cfg: Mapping, name: str, where: str) -> dict:
     """:class:`~vidur_specdec.architectures.models.ModelSpec` fields of a Gemma 4 ``config.json``."""
-    arch = next(a for a in cfg["architectures"] if a in GEMMA4_ARCHITECTURES)
-    text = cfg.get("text_config", cfg)
-    if not isinstance(text, Mapping):
-        raise _err(where, "text_config", "must be a JSON object")
-    for key in sorted(moe.EXPERT_KEYS & set(text)):
-        if key not in _EXPERT_KEYS and text[key] is not None:
-            raise _err(where, key, f"is not a {arch} field; this model cannot represent it")
+    arch, text = moe.text_config(cfg, GEMMA4_ARCHITECTURES, _EXPERT_KEYS, where, null_ok=True)
     if _int(text, "hidden_size_per_layer_input", where, default=0, minimum=0):
         raise _err(where, "hidden_size_per_layer_input", "is set: per-layer embeddings (Gemma 4 E2B/E4B) are not "
                    "modeled (their table and per-layer projections would be missed)")

@@ -36,19 +36,12 @@ _EXPERT_KEYS = {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "
 
 
 def is_hybrid(cfg: Mapping) -> bool:
-    archs = cfg.get("architectures") or []
-    return isinstance(archs, list) and any(a in HYBRID_ARCHITECTURES for a in archs)
+    return moe.has_architecture(cfg, HYBRID_ARCHITECTURES)
 
 
 def model_from_hybrid_hf_config(cfg: Mapping, name: str, where: str) -> dict:
     """:class:`~vidur_specdec.architectures.models.ModelSpec` fields of a Qwen3.5 / Qwen3-Next ``config.json``."""
-    arch = next(a for a in cfg["architectures"] if a in HYBRID_ARCHITECTURES)
-    text = cfg.get("text_config", cfg)
-    if not isinstance(text, Mapping):
-        raise _err(where, "text_config", "must be a JSON object")
-    for key in sorted(moe.EXPERT_KEYS & set(text)):
-        if key not in _EXPERT_KEYS:
-            raise _err(where, key, f"is not a {arch} field; this model cannot represent it")
+    arch, text = moe.text_config(cfg, HYBRID_ARCHITECTURES, _EXPERT_KEYS, where)
     if _bool(text, "mtp_use_dedicated_embeddings", where):
         raise _err(where, "mtp_use_dedicated_embeddings", "is true; an MTP module with its own embedding "
                    "is not modeled (its weights would be missed)")

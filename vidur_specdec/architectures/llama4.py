@@ -29,19 +29,12 @@ register_mixer(Mixer("chunked_attention", _gqa_kv, attention_params, window=lamb
 
 
 def is_llama4(cfg: Mapping) -> bool:
-    archs = cfg.get("architectures") or []
-    return isinstance(archs, list) and any(a in LLAMA4_ARCHITECTURES for a in archs)
+    return moe.has_architecture(cfg, LLAMA4_ARCHITECTURES)
 
 
 def model_from_llama4_hf_config(cfg: Mapping, name: str, where: str) -> dict:
     """:class:`~vidur_specdec.architectures.models.ModelSpec` fields of a Llama 4 ``config.json``."""
-    arch = next(a for a in cfg["architectures"] if a in LLAMA4_ARCHITECTURES)
-    text = cfg.get("text_config", cfg)
-    if not isinstance(text, Mapping):
-        raise _err(where, "text_config", "must be a JSON object")
-    for key in sorted(moe.EXPERT_KEYS & set(text)):
-        if key not in _EXPERT_KEYS:
-            raise _err(where, key, f"is not a {arch} field; this model cannot represent it")
+    arch, text = moe.text_config(cfg, LLAMA4_ARCHITECTURES, _EXPERT_KEYS, where)
     L = _int(text, "num_hidden_layers", where)
     h, H = _int(text, "hidden_size", where), _int(text, "num_attention_heads", where)
     nope = text.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(L)]

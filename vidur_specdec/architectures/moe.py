@@ -78,6 +78,28 @@ def refuse_expert_fields(cfg: Mapping, where: str) -> None:
                    f"use the model's own architecture ({', '.join(MOE_ARCHITECTURES)})")
 
 
+def has_architecture(cfg: Mapping, architectures) -> bool:
+    """True when ``cfg``'s ``architectures`` list names one of ``architectures``."""
+    archs = cfg.get("architectures") or []
+    return isinstance(archs, list) and any(a in architectures for a in archs)
+
+
+def text_config(cfg: Mapping, architectures, expert_keys, where: str, null_ok: bool = False):
+    """(the architecture ``cfg`` names, its ``text_config`` or ``cfg`` itself) of a multimodal-style config.
+
+    An expert field (:data:`EXPERT_KEYS`) outside ``expert_keys`` is refused in one line naming it
+    (``null_ok``: unless its value is null).
+    """
+    arch = next(a for a in cfg["architectures"] if a in architectures)
+    text = cfg.get("text_config", cfg)
+    if not isinstance(text, Mapping):
+        raise _err(where, "text_config", "must be a JSON object")
+    for key in sorted(EXPERT_KEYS & set(text)):
+        if key not in expert_keys and not (null_ok and text[key] is None):
+            raise _err(where, key, f"is not a {arch} field; this model cannot represent it")
+    return arch, text
+
+
 def _int(cfg: Mapping, key: str, where: str, default=None, minimum: int = 1) -> int:
     v = cfg.get(key, default)
     if v is None:
