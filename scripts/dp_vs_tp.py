@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import recorded_runs  # noqa: E402
-from scripts.docblock import REPO, main, markers  # noqa: E402
+from scripts.docblock import REPO, markers  # noqa: E402
 
 NAME = "dp-vs-tp"
 CSV_NAME = "dp_vs_tp"
@@ -122,6 +122,4 @@ def reading(res) -> list:
 
 
 if __name__ == "__main__":
-    if "--record" in sys.argv:
-        recorded_runs.record(CSV_NAME, runs(), measure, COLUMNS)
-    sys.exit(main(DOC, text()))
+    sys.exit(recorded_runs.script_main(CSV_NAME, runs, measure, COLUMNS, DOC, text))

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import recorded_runs  # noqa: E402
-from scripts.docblock import REPO, main, markers  # noqa: E402
+from scripts.docblock import REPO, markers  # noqa: E402
 
 DOC = REPO / "docs" / "model.md"
 NAME = "draft-kv"
@@ -93,6 +93,4 @@ def build(res=None) -> str:
 text = build
 
 if __name__ == "__main__":
-    if "--record" in sys.argv:
-        recorded_runs.record(CSV_NAME, runs(), measure, COLUMNS)
-    sys.exit(main(DOC, build()))
+    sys.exit(recorded_runs.script_main(CSV_NAME, runs, measure, COLUMNS, DOC, build))

@@ -103,9 +103,7 @@ def text(res=None) -> str:
 
 
 def main() -> int:
-    if "--record" in sys.argv:
-        recorded_runs.record(CSV_NAME, runs(), measure, COLUMNS)
-    return docblock.main(DOC, text())
+    return recorded_runs.script_main(CSV_NAME, runs, measure, COLUMNS, DOC, text)
 
 
 if __name__ == "__main__":

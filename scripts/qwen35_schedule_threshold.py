@@ -76,8 +76,8 @@ def text(res=None) -> str:
     r = REPORTED
     return "\n".join([
         BEGIN,
-        f"| k setting | single stream (tok/s) | 8 at once, aggregate (tok/s) | aggregate ÷ single | "
-        f"8 requests finish (s) |",
+        "| k setting | single stream (tok/s) | 8 at once, aggregate (tok/s) | aggregate ÷ single | "
+        "8 requests finish (s) |",
         "|---|---|---|---|---|",
         *rows,
         "",
@@ -101,9 +101,7 @@ def text(res=None) -> str:
 
 
 def main() -> int:
-    if "--record" in sys.argv:
-        recorded_runs.record(CSV_NAME, runs(), measure, COLUMNS)
-    return docblock.main(DOC, text())
+    return recorded_runs.script_main(CSV_NAME, runs, measure, COLUMNS, DOC, text)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts import docblock  # noqa: E402
 from scripts.docblock import REPO  # noqa: E402
 
 FIGURES = REPO / "sweeps" / "results" / "figures"
@@ -95,3 +96,13 @@ def stale(name: str, runs: Sequence[Run]) -> List[str]:
             now = stamp(run[1], run[2])
             out += [f"{run[0]}: {k} {rows[run[0]][k]} recorded, {now[k]} now" for k in now if rows[run[0]][k] != now[k]]
     return out
+
+
+def script_main(name: str, runs: Callable[[], Sequence[Run]], measure, columns: Sequence[str], doc: Path,
+                text: Callable[[], str]) -> int:
+    """A recorded-figures script's command line: ``--record`` runs ``runs()`` and records them in
+    ``figures/<name>.csv``; the block is always rendered from that file (``text()``), printed, and with
+    ``--write`` put in ``doc`` (:func:`scripts.docblock.main`)."""
+    if "--record" in sys.argv:
+        record(name, runs(), measure, columns)
+    return docblock.main(doc, text())
