@@ -46,7 +46,7 @@ def draft_ms(method: str, k: int, batch: int) -> float:
     from vidur_specdec.engine.resolve import load
     from vidur_specdec.engine.simulation import prepare
 
-    p = prepare(load(str(REPO / CONFIG), sets(method, k) + ["workload.num_requests=20"])).predictor.proposer
+    p = prepare(load(str(REPO / CONFIG), sets(method, k) + ["workload.num_requests=20"])).pricer.proposer
     return p.step_time_ms(StepComposition(batch * (k + 1), [k + 1] * batch, [CONTEXT] * batch, [],
                                           [k + 1] * batch))
 

@@ -102,7 +102,7 @@ def config(row: Row, profiles: str, engine=None) -> dict:
 
 def ms_per_token(row: Row, profiles: str, engine=None) -> float:
     p = prepare(load(config(row, profiles, engine)))
-    tp = getattr(p.predictor, "tensor_parallel_size", 1)
+    tp = p.pricer.tp
     if tp != row.tp:
         raise ConfigError(f"parallel.tensor_parallel_size: this checkout simulates TP {tp}, the row needs TP {row.tp}")
     s = run_prepared(p).summary

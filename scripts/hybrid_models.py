@@ -22,11 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docblock  # noqa: E402  (scripts/docblock.py)
 from moe_step_ratio import step  # noqa: E402
 
-from vidur.config import CacheConfig, ReplicaConfig  # noqa: E402
 
 from vidur_specdec.architectures import layer_plan, moe  # noqa: E402
 from vidur_specdec.architectures.models import resolve_model  # noqa: E402
-from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor  # noqa: E402
 from vidur_specdec.engine.resolve import load  # noqa: E402
 from vidur_specdec.engine.simulation import prepare  # noqa: E402
 
@@ -66,10 +64,9 @@ def predictor(model, tp: int):
     cfg = load({"model": model, "device": DEVICE, "speculative": {"method": "none"},
                 "parallel": {"tensor_parallel_size": tp}, "workload": {"num_requests": 4}, "profiles": "shipped"})
     p = prepare(cfg)
-    p.predictor.proposer = None
-    rc = ReplicaConfig(model_name="meta-llama/Llama-2-7b-hf", tensor_parallel_size=tp, num_pipeline_stages=1,
-                       device="a100", network_device="a100_pairwise_nvlink")
-    return SpecDecExecutionTimePredictor(p.predictor, rc, CacheConfig(block_size=16, num_blocks=1000))
+    pricer = p.pricer
+    pricer.proposer = None  # the target's step alone
+    return pricer
 
 
 def weights_row(name: str, tp: int, total_b: float, active_b: float) -> str:

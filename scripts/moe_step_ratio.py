@@ -11,14 +11,11 @@ table; ``--write`` puts it between the ``moe-step-ratio`` markers of docs/model.
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docblock  # noqa: E402  (scripts/docblock.py)
 
-from vidur.config import CacheConfig, ReplicaConfig
-
-from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
+from vidur_specdec.pricing.plan import decode_plan
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.engine.simulation import prepare
 
@@ -35,18 +32,15 @@ def predictor(model: str, device: str, profiles: str = "shipped"):
     cfg = load({"model": model, "device": device, "speculative": {"method": "none"},
                 "workload": {"num_requests": 4}, "profiles": profiles})
     p = prepare(cfg)
-    p.predictor.proposer = None
-    rc = ReplicaConfig(model_name="meta-llama/Llama-2-7b-hf", tensor_parallel_size=1, num_pipeline_stages=1,
-                       device="a100", network_device="a100_pairwise_nvlink")
-    return SpecDecExecutionTimePredictor(p.predictor, rc, CacheConfig(block_size=16, num_blocks=1000))
+    pricer = p.pricer
+    pricer.proposer = None  # the target's step alone
+    return pricer
 
 
 def step(pred, batch: int, k: int, ctx: int = 512):
     """(step time in ms, Vidur's step-time record) of one decode step of ``batch`` requests with ``k`` guesses."""
-    req = SimpleNamespace(is_prefill_complete=True, catchup_tokens=1, num_prefill_tokens=100)
-    b = SimpleNamespace(requests=[req] * batch, num_q_tokens=[k + 1] * batch,
-                        num_kv_tokens=[ctx + k + 1] * batch, total_num_q_tokens=batch * (k + 1), replica_id=0)
-    t = pred.get_execution_time(b, 0)
+    b = decode_plan(batch, k, ctx)
+    t = pred.price(b)
     return t.total_time * 1e3, t
 
 

@@ -13,17 +13,14 @@ docs/model.md (tests/test_sparse_attention_models.py fails while that block is s
 
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docblock  # noqa: E402  (scripts/docblock.py)
 
-from vidur.config import CacheConfig, ReplicaConfig
-
 from vidur_specdec.architectures import moe
 from vidur_specdec.architectures.models import KNOWN_MODELS
 from vidur_specdec.costs import memory
-from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
+from vidur_specdec.pricing.plan import decode_plan
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.engine.simulation import prepare
 
@@ -47,18 +44,15 @@ def predictor(model: str, device: str, tp: int, verify: str):
                 "speculative": {"method": "ngram", "num_speculative_tokens": 5, "verify_attention": verify},
                 "workload": {"num_requests": 4}})
     p = prepare(cfg)
-    p.predictor.proposer = None
-    rc = ReplicaConfig(model_name="meta-llama/Llama-2-7b-hf", tensor_parallel_size=1, num_pipeline_stages=1,
-                       device="a100", network_device="a100_pairwise_nvlink")
-    return SpecDecExecutionTimePredictor(p.predictor, rc, CacheConfig(block_size=16, num_blocks=1000))
+    pricer = p.pricer
+    pricer.proposer = None  # the target's step alone
+    return pricer
 
 
 def step_ms(pred, batch: int, k: int, ctx: int = CTX) -> float:
     """One decode step (ms) of ``batch`` requests with ``k`` guesses each at ``ctx`` cached tokens."""
-    req = SimpleNamespace(is_prefill_complete=True, catchup_tokens=1, num_prefill_tokens=100)
-    b = SimpleNamespace(requests=[req] * batch, num_q_tokens=[k + 1] * batch,
-                        num_kv_tokens=[ctx + k + 1] * batch, total_num_q_tokens=batch * (k + 1), replica_id=0)
-    return pred.get_execution_time(b, 0).total_time * 1e3
+    b = decode_plan(batch, k, ctx)
+    return pred.price(b).total_time * 1e3
 
 
 def per_request_bytes(spec, tp: int) -> int:

@@ -47,15 +47,14 @@ def _step(b, k, ctx=1000):
 
 
 def _draft(method, model, k, b=1):
-    p = prepare(_cfg(method, model, k)).predictor.proposer
+    p = prepare(_cfg(method, model, k)).pricer.proposer
     return p, p.step_time_ms(_step(b, k))
 
 
 def test_dflash_draft_time_is_flat_in_k_where_eagle3_grows_linearly():
     t = {k: _draft("dflash", DFLASH, k)[1] for k in range(1, 9)}
-    for k in range(2, 9):
-        assert t[k] >= t[k - 1]
-        assert t[k] <= (1 + FLAT_TOL) * t[1], (k, t)
+    for k in range(2, 9):  # one drafter pass for all k guesses: measured kernels wobble, they do not grow
+        assert (1 - FLAT_TOL) * t[1] <= t[k] <= (1 + FLAT_TOL) * t[1], (k, t)
     e = {k: _draft("eagle3", EAGLE3, k)[1] for k in (1, 8)}
     assert e[8] > 3 * e[1]  # a sequential drafter's time grows with k: the tolerance above would catch it
 

@@ -186,8 +186,8 @@ def test_built_profile_is_cached_and_named(tmp_path):
     c = cfg_with(tmp_path, own_cache=True, model=L31_8B, device="h200", profiles="built")
     p = prepare(load(c))
     assert p.profile_source == {"target": "built", "draft": None}
-    assert p.predictor.model_spec.name == L31_8B and p.predictor.device_spec.name == "h200"
-    assert p.predictor.tensor_parallel_size == 1
+    assert p.pricer.model.name == L31_8B and p.pricer.device.name == "h200"
+    assert p.pricer.tp == 1
     built = sorted((tmp_path / "cache/profiles").glob("*/*.csv"))
     assert [f.name for f in built] == ["attention.csv", "mlp.csv"]
     mtimes = [f.stat().st_mtime_ns for f in built]

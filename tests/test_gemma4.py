@@ -12,7 +12,7 @@ from vidur_specdec.architectures import moe
 from vidur_specdec.architectures.errors import ModelError
 from vidur_specdec.architectures.hybrid import load_aic_config
 from vidur_specdec.architectures.models import model_from_hf_config, resolve_model
-from vidur_specdec.engine.global_layers import GlobalLayerMix
+from vidur_specdec.pricing.global_layers import GlobalLayerMix
 
 G26 = "google/gemma-4-26B-A4B"
 MiB = 2**20

@@ -13,6 +13,7 @@ from vidur_specdec.speculation.acceptance import (AcceptanceModel, RequestAccept
                                                   pmf_from_rates)
 from vidur_specdec.architectures.models import KNOWN_MODELS, get_model
 from vidur_specdec.engine.predictor import StepComposition, load_time_model, locate_profile
+from vidur_specdec.engine.step_plan import plan_of
 from vidur_specdec.speculation.proposers.draft_model import DraftModelProposer
 from vidur_specdec.speculation.proposers.fixed import FixedProposer
 from vidur_specdec.speculation.proposers.ngram import NgramProposer
@@ -107,7 +108,7 @@ def test_verify_requests_are_classified_by_prefill_state_not_query_count():
         requests=[_req(True), _req(False), _req(True)],
         num_q_tokens=[5, 5, 1], num_kv_tokens=[105, 5, 301], total_num_q_tokens=11,
     )
-    comp = StepComposition.of(batch)
+    comp = plan_of(batch).composition
     assert comp.decode_q == [5, 1] and comp.decode_ctx == [100, 300]
     assert comp.prefill == [(0, 5)]
     assert comp.max_guesses == 4

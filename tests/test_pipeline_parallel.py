@@ -7,10 +7,9 @@ import pytest
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import memory, pipeline
 from vidur_specdec.engine.deployment import resolve
-from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
-from vidur_specdec.engine.request import SpecRequest
+from vidur_specdec.pricing.pricer import StepPricer
 from vidur_specdec.engine.resolve import load
-from vidur_specdec.engine.simulation import prepare, run_prepared, vidur_config
+from vidur_specdec.engine.simulation import prepare, run_prepared
 
 PP2 = "configs/llama3.1-70b-eagle3-tp4pp2-h100.yaml"
 SMALL = ["workload.num_requests=24", "workload.concurrency=12",
@@ -31,26 +30,24 @@ def test_layer_split_is_vllms():
 @pytest.fixture(scope="module")
 def pp2_run():
     """The PP 2 run, each batch's stages as priced, and the same batch priced at TP 4 with one stage."""
-    p1 = prepare(load(PP2, SMALL + ["parallel.pipeline_parallel_size=1"]))
-    vc = vidur_config(p1, p1.scheduler, SpecRequest).cluster_config
-    one_stage = SpecDecExecutionTimePredictor(p1.predictor, vc.replica_config, vc.cache_config)
+    one_stage = prepare(load(PP2, SMALL + ["parallel.pipeline_parallel_size=1"])).pricer
     seen = {}
-    orig = SpecDecExecutionTimePredictor._stage_time
+    orig = StepPricer._stage
 
-    def spy(self, batch, stage):
-        out = orig(self, batch, stage)
-        rec = seen.setdefault(batch.id, {"stages": [], "send": 0.0})
-        if stage == 0:  # the requests have not advanced yet: the one-stage price of the same step
-            rec["whole"] = one_stage.get_execution_time(batch, 0).total_time * 1e3
+    def spy(self, plan, stage):
+        out = orig(self, plan, stage)
+        rec = seen.setdefault(id(plan), {"plan": plan, "stages": [], "send": 0.0})  # held: its id stays its own
+        if stage == 0:  # the one-stage price of the same step
+            rec["whole"] = one_stage.price(plan).total_time * 1e3
         rec["stages"].append(out.total_time * 1e3)
         rec["send"] += out.send_ms
         return out
 
-    SpecDecExecutionTimePredictor._stage_time = spy
+    StepPricer._stage = spy
     try:
         res = run_prepared(prepare(load(PP2, SMALL)))
     finally:
-        SpecDecExecutionTimePredictor._stage_time = orig
+        StepPricer._stage = orig
     return res, seen
 
 

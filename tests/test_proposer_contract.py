@@ -120,7 +120,7 @@ def test_drafters_pay_their_all_reduces_at_tensor_parallel_above_one():
         cfg = load("configs/default.yaml", ["model=meta-llama/Llama-3.1-70B-Instruct", "device=h100",
                                             "parallel.tensor_parallel_size=4", f"speculative.method={method}",
                                             "workload.num_requests=20"] + extra)
-        proposer = prepare(cfg).predictor.proposer
+        proposer = prepare(cfg).pricer.proposer
         comp = StepComposition(num_tokens=4 * 5, decode_q=[5] * 4, decode_ctx=[300] * 4, prefill=[])
         proposer.bind(ProposerContext(get_device("h100"), 4, None))
         without = proposer.step_time_ms(comp)

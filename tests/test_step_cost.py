@@ -12,6 +12,7 @@ from vidur_specdec.hardware import collectives_fit
 from vidur_specdec.costs import step_overheads
 from vidur_specdec.config import DEFAULT_ALL_REDUCE, ConfigError, EngineConfig
 from vidur_specdec.engine.resolve import load
+from vidur_specdec.engine.step_plan import plan_batch
 from vidur_specdec.hardware.devices import get_device
 from vidur_specdec.architectures.models import KNOWN_MODELS
 
@@ -159,24 +160,20 @@ def test_engine_overheads_only_slow_steps_down():
     assert not math.isnan(full.summary["tpot_ms"]["mean"])
 
 
-def _predictor(tp: int, all_reduce: str = DEFAULT_ALL_REDUCE):
-    from vidur.config import CacheConfig, ReplicaConfig
-
+def _pricer(tp: int, all_reduce: str = DEFAULT_ALL_REDUCE):
+    """A step pricer over the shipped A100 profile (its per-GPU op tables at any TP) with ``all_reduce``."""
+    from vidur_specdec.costs import kernels, verify_cost
+    from vidur_specdec.costs.operator_model import load_time_model, locate_profile
+    from vidur_specdec.pricing.pricer import StepPricer
     from vidur_specdec.speculation import proposers
-    from vidur_specdec.costs import verify_cost
-    from vidur_specdec.engine.predictor import (SpecDecExecutionTimePredictor, SpecDecPredictorConfig, load_time_model,
-                                         locate_profile)
 
     cfg = load({})
     model = KNOWN_MODELS[cfg.model]
-    pc = SpecDecPredictorConfig(
-        target=load_time_model(*locate_profile("shipped", "a100", cfg.model)),
-        verify_cost=verify_cost.build(cfg.speculative), proposer=proposers.build(cfg, None),
-        model_spec=model, device_spec=A100, tensor_parallel_size=tp,
-        step_overheads=step_overheads.build(cfg.engine, model, A100, tp), all_reduce=all_reduce)
-    rc = ReplicaConfig(model_name=cfg.model, tensor_parallel_size=tp, num_pipeline_stages=1, device="a100",
-                       network_device="a100_pairwise_nvlink")
-    return SpecDecExecutionTimePredictor(pc, rc, CacheConfig(block_size=16, num_blocks=1000))
+    source = kernels.for_run("shipped", A100, all_reduce)
+    return StepPricer(load_time_model(*locate_profile("shipped", "a100", cfg.model)), model, A100, source,
+                      verify_cost.build(cfg.speculative), proposer=proposers.build(cfg, None),
+                      overheads=step_overheads.build(cfg.engine, model, A100, tp, kernels=source),
+                      all_reduce=collectives.all_reduce_model(all_reduce), tp=tp)
 
 
 @pytest.mark.parametrize("name", sorted(collectives.ALL_REDUCE_MODELS))
@@ -184,7 +181,7 @@ def test_tensor_parallel_comm_is_two_all_reduces_per_layer(name):
     """At TP > 1 each layer pays two all-reduces of tokens x hidden x 2 bytes; comm_ms is inside verify_ms."""
     b = _batch([(True, 1, 300, 100)] * 8)
     b.total_num_q_tokens, b.replica_id = 8, 0
-    one, two = _predictor(1, name).get_execution_time(b, 0), _predictor(2, name).get_execution_time(b, 0)
+    one, two = _pricer(1, name).price(plan_batch(b)), _pricer(2, name).price(plan_batch(b))
     assert one.comm_ms == 0.0
     expected = 2 * 32 * collectives.ALL_REDUCE_MODELS[name](A100, 2, 8 * 4096 * 2)
     assert two.comm_ms == pytest.approx(expected, rel=1e-12) and two.comm_ms > 0

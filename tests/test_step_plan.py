@@ -1,6 +1,5 @@
 """The step plan: one immutable record per step, the only thing this project hangs on Vidur's batch."""
 
-import dataclasses
 import re
 from types import SimpleNamespace
 
@@ -35,7 +34,7 @@ def _check(batches):
     def check(sched, batch):
         plan = getattr(batch, PLAN_ATTRIBUTE)
         q, kv = list(batch.num_q_tokens), list(batch.num_kv_tokens)
-        assert isinstance(plan, StepPlan) and plan_of(batch) is plan and len(plan) == len(batch.requests)
+        assert isinstance(plan, StepPlan) and plan_of(batch) is plan and plan.num_requests == len(batch.requests)
         assert plan.request_ids == tuple(r.id for r in batch.requests)
         assert plan.tokens_charged == tuple(q) and plan.context == tuple(k - c for k, c in zip(kv, q))
         assert plan.num_tokens == batch.total_num_q_tokens == sum(q)
@@ -50,7 +49,7 @@ def _check(batches):
         comp = plan.composition
         assert comp.decode_q == [c for c, d in zip(q, plan.decoding) if d] and comp.drafter_sync == plan.drafter_sync
         assert plan.drafter_sync == (plan.k == 0)  # a GPU drafter under a schedule: its sync pass at k = 0
-        with pytest.raises(dataclasses.FrozenInstanceError):
+        with pytest.raises(AttributeError):
             plan.k = 7
         with pytest.raises(ValueError, match="already has a step plan"):
             attach(batch, plan)

@@ -59,10 +59,12 @@ def write_yaml(path: Path, data: dict) -> Path:
 def cost_step_fn(config: dict):
     """The fake engine's step time from the simulator's cost model of ``config``."""
     from vidur_specdec.engine.resolve import load
-    from vidur_specdec.validate.cost import CostModel
+    from vidur_specdec.pricing.plan import plan_from_lists
+    from vidur_specdec.validate.cost import pricer_for
 
-    cm = CostModel.from_config(load(config))
-    return lambda info: cm.step_ms(info.decode_q, info.decode_ctx, info.prefill, info.num_tokens)
+    pricer = pricer_for(load(config))
+    return lambda info: pricer.price(plan_from_lists(info.decode_q, info.decode_ctx, info.prefill,
+                                                     num_tokens=info.num_tokens)).duration_ms
 
 
 # --------------------------------------------------------------------------- step-log tree

@@ -39,6 +39,7 @@ MAX_K = 64  # guesses per request per step (a token tree's node count)
 # parallel.global_scheduler values: Vidur's own global schedulers by their GlobalSchedulerType names
 # (vidur 0.0.26 vidur/types/global_scheduler_type.py; engine.simulation maps each to its Vidur config)
 GLOBAL_SCHEDULERS = ("round_robin", "lor")
+SIMULATORS = ("core", "vidur")  # the engine core (vidur_specdec/engine/core) or the Vidur-backed reference
 ACCEPTANCE_KEYS = unused.ACCEPTANCE_INPUTS  # the acceptance inputs, most specific first (one of them at a time)
 ACCEPTANCE_SOURCES = ("given", "published", "default")
 ACCEPTANCE_FACTORS = ("context", "dataset", "temperature")  # speculation/acceptance_factors.py
@@ -283,6 +284,9 @@ class RunConfig:
     kv_cache_dtype: str = _f("auto", choices=KV_CACHE_DTYPES,
                              doc="KV-cache element: auto = bf16 (2 bytes), fp8 = e4m3 (1 byte)")
     profiles: str = _f("shipped", doc="'shipped' (the shipped A100 profiles, else vLLM's measured kernel tables where the GPU has them, else the roofline), 'built' (the analytical roofline) or a directory in Vidur's profile layout")
+    simulator: str = _f("core", choices=SIMULATORS,
+                        doc="core: this project's engine core (fast); vidur: the same schedule on Vidur's event "
+                            "loop, entities and Sarathi scheduler, subclassed (the reference the core is held to)")
     workload: WorkloadConfig = _f(WorkloadConfig())
     scheduler: SchedulerConfig = _f(SchedulerConfig())
     parallel: ParallelConfig = _f(ParallelConfig())

@@ -23,8 +23,8 @@ disaggregated proxy runs it:
    computes that token and samples the first output token (vLLM: the decode
    side's ``num_computed_tokens = num_tokens - 1``), and it decodes from there;
 4. with ``disaggregation.draft_kv: recompute`` the drafter's KV was not moved,
-   so that first step also runs the drafter over the prompt
-   (:class:`DecodePoolPredictor`), as vLLM's decode instance does when the
+   so that first step also runs the drafter over the prompt (the step plan's
+   ``draft_recompute``, priced by the step pricer), as vLLM's decode instance does when the
    draft KV groups are left out of the transfer (vLLM issue 54926).
 
 TTFT splits into ``queue`` (arrival to first prefill step), ``prefill``,
@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any, Dict, List, Tuple
 
-import numpy as np
 import pandas as pd
 from vidur.config import BaseGlobalSchedulerConfig
 from vidur.events.base_event import BaseEvent
@@ -51,9 +50,9 @@ from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplica
 from vidur.types import BaseIntEnum, EventType
 
 from vidur_specdec.config import ConfigError
-from vidur_specdec.config.registry import registrar
+from vidur_specdec.engine.pool_routing import ROUTERS
 from vidur_specdec.engine.disagg_metrics import pool_figures, request_parts
-from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor, StepComposition
+from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
 from vidur_specdec.engine.request import SpecRequest
 from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
 
@@ -74,36 +73,6 @@ class PoolRouterConfig(BaseGlobalSchedulerConfig):
     @staticmethod
     def get_type():
         return PoolRouterType.POOL_ROUTER
-
-
-# --------------------------------------------------------------------------- picking an instance
-
-#: ``disaggregation.router`` -> picks one of ``ids`` given their loads (requests queued, running or arriving)
-ROUTERS: Dict[str, type] = {}
-
-
-register_router = registrar(ROUTERS)  # a value of disaggregation.router
-
-
-@register_router("round_robin")
-class RoundRobin:
-    """Each pool's instances in turn (vLLM's disaggregated proxy examples cycle through their instances)."""
-
-    def __init__(self) -> None:
-        self._next: Dict[str, int] = {}
-
-    def pick(self, pool: str, ids: List[int], loads: List[int]) -> int:
-        i = self._next.get(pool, 0)
-        self._next[pool] = i + 1
-        return ids[i % len(ids)]
-
-
-@register_router("least_loaded")
-class LeastLoaded:
-    """The instance with the fewest requests queued, running or on their way; ties to the lowest id."""
-
-    def pick(self, pool: str, ids: List[int], loads: List[int]) -> int:
-        return ids[int(np.argmin(loads))]
 
 
 # --------------------------------------------------------------------------- the instances of each pool
@@ -130,6 +99,16 @@ class DecodeInstanceScheduler(SpecSarathiReplicaScheduler):
     """A decode instance: requests arrive with their prompt's KV blocks already held."""
 
     router: "PoolRouter" = None
+    recompute_draft: bool = False  # disaggregation.draft_kv: recompute (the drafter re-runs over a loaded prompt)
+
+    def _draft_recompute(self, batch) -> tuple:
+        """Tokens each loaded prompt's drafter pass covers in this step (its first on this instance), when the draft
+        KV was not moved (``disaggregation.draft_kv: recompute``): the prompt but its last token."""
+        if not self.recompute_draft:
+            return ()
+        return tuple(r.prompt_tokens - 1 for r in batch.requests
+                     if getattr(r, "kv_loaded", False) and not r.is_prefill_complete and r.num_restarts == 0
+                     and r.num_processed_tokens == r.prompt_tokens - 1 and r.prompt_tokens > 1)
 
     def _can_allocate_request(self, request) -> bool:
         if getattr(request, "kv_loaded", False) and request.num_restarts == 0 and request.id in self._allocation_map \
@@ -140,26 +119,6 @@ class DecodeInstanceScheduler(SpecSarathiReplicaScheduler):
     def on_batch_end(self, batch) -> None:
         super().on_batch_end(batch)
         self.router.admit(self.replica_id)
-
-
-class DecodePoolPredictor(SpecDecExecutionTimePredictor):
-    """The decode pool's step prices, plus the drafter's pass over a loaded prompt whose draft KV was not moved."""
-
-    recompute_draft: bool = False
-
-    def get_execution_time(self, batch, pipeline_stage: int):
-        t = super().get_execution_time(batch, pipeline_stage)
-        if not (self.recompute_draft and self._proposer is not None):
-            return t
-        chunks = [(0, r.prompt_tokens - 1) for r in batch.requests
-                  if getattr(r, "kv_loaded", False) and not r.is_prefill_complete and r.num_restarts == 0
-                  and r.num_processed_tokens == r.prompt_tokens - 1 and r.prompt_tokens > 1]
-        if chunks:
-            ms = self._proposer.step_time_ms(StepComposition(sum(c for _, c in chunks), [], [], chunks))
-            t.draft_ms += ms
-            t.total_time += ms * 1e-3
-            t.model_time += ms * 1e-3
-        return t
 
 
 class KVLoadedEvent(BaseEvent):
@@ -196,10 +155,8 @@ class PoolRouter(BaseGlobalScheduler):
         self.ids: Dict[str, List[int]] = {}
         for pool, (replica_config, cache_config, predictor_config) in zip(top.pools, rc.vidur_pools):
             decode = pool.role == "decode"
-            pcls = DecodePoolPredictor if decode else SpecDecExecutionTimePredictor
-            predictor = pcls(predictor_config=predictor_config, replica_config=replica_config,
-                             cache_config=cache_config)
-            predictor.recompute_draft = decode and top.cfg.disaggregation.draft_kv == "recompute"
+            predictor = SpecDecExecutionTimePredictor(predictor_config=predictor_config, replica_config=replica_config,
+                                                      cache_config=cache_config)
             scls = DecodeInstanceScheduler if decode else PrefillInstanceScheduler
             self.ids[pool.role] = []
             for _ in range(pool.instances):
@@ -208,6 +165,7 @@ class PoolRouter(BaseGlobalScheduler):
                          cache_config=cache_config, request_generator_config=config.request_generator_config,
                          replica=replicas[rid], num_stages=1, execution_time_predictor=predictor)
                 s.router = self
+                s.recompute_draft = decode and top.cfg.disaggregation.draft_kv == "recompute"
                 self._replica_schedulers[rid] = s
                 self.ids[pool.role].append(rid)
         self._waiting: Dict[int, deque] = {rid: deque() for rid in self.ids["decode"]}

@@ -30,10 +30,10 @@ def request_parts(requests: Sequence) -> pd.DataFrame:
         sh = r.shadow
         rows.append((
             r.prefill_replica,
-            (sh._scheduled_at - r.arrived_at) * 1e3,
-            (sh._prefill_completed_at - sh._scheduled_at) * 1e3,
+            (sh.scheduled_at - r.arrived_at) * 1e3,
+            (sh.prefill_completed_at - sh.scheduled_at) * 1e3,
             (r.kv_loaded_at - r.handoff_at) * 1e3,
-            (r._prefill_completed_at - r.kv_loaded_at) * 1e3,
+            (r.prefill_completed_at - r.kv_loaded_at) * 1e3,
             (r.kv_start_at - r.handoff_at) * 1e3,
             r.kv_transfer_ms,
             r.kv_transfer_bytes,

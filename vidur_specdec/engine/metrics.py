@@ -25,7 +25,7 @@ STEP_COLUMNS = [
     "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms", "comm_ms", "lm_head_ms",
     "sampling_ms", "overhead_ms", "k", "moe_ms", "experts_touched",
 ]
-# A data-parallel group's steps add these (vidur_specdec/engine/dp_predictor.py): the all-to-all (ms, part of
+# A data-parallel group's steps add these (vidur_specdec/pricing/data_parallel.py): the all-to-all (ms, part of
 # verify_ms), the slowest and the mean rank's own work (ms) and the ranks running vLLM's dummy batch
 DP_COLUMNS = ["a2a_ms", "dp_slowest_rank_ms", "dp_mean_rank_ms", "dp_idle_ranks"]
 # A run warns when more than this fraction of steps change k from the previous step
@@ -34,44 +34,30 @@ FLIP_WARN_FRACTION = 0.05
 
 
 class StepRecorder:
-    """Records one row per engine step; a drop-in for Vidur's ``MetricsStore`` hooks."""
+    """Records one row per engine step (both engines call :meth:`record` when a step starts)."""
 
     def __init__(self) -> None:
         self.rows: List[tuple] = []
         self.replica_of: Dict[int, int] = {}  # request index -> replica that ran its steps
 
-    # Vidur hooks -------------------------------------------------------------
-    def on_request_arrival(self, time, request) -> None:
-        pass
-
-    def on_replica_schedule(self, time, replica_id, memory_usage_percent) -> None:
-        pass
-
-    def on_replica_stage_schedule(self, time, replica_id, stage_id, batch_stage, execution_time) -> None:
-        """Called when a step starts: its row, from the step plan the predictor priced (``execution_time.plan``)."""
-        replica = int(getattr(replica_id, "id", replica_id))
-        plan = execution_time.plan
+    def record(self, time: float, replica: int, stage: int, key, price) -> None:
+        """A step starts on ``replica`` at ``time`` (s): its row, from the step plan the pricer priced
+        (``price.plan``); ``key`` tells a pipelined step's stages apart (unused here)."""
+        plan = price.plan
         replica_of = self.replica_of
         for index in plan.indices:
             replica_of[index] = replica
-        more = getattr(execution_time, "columns", None)  # a data-parallel group's step: DP_COLUMNS
+        more = price.dp_columns() if price.dp is not None else ()  # a data-parallel group: DP_COLUMNS
         self.rows.append((
-            len(self.rows), replica, time, execution_time.total_time * 1e3, len(plan),
+            len(self.rows), replica, time, price.total_time * 1e3, len(plan.request_ids),
             plan.num_tokens, plan.num_decodes, plan.guesses_total, plan.prefill_tokens, plan.context_tokens,
-            plan.accepted_total, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
-            execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
-            execution_time.k, getattr(execution_time, "moe_ms", 0.0),
-            getattr(execution_time, "experts_touched", 0.0),
-        ) + (more() if more is not None else ()))
+            plan.accepted_total, price.draft_ms, price.verify_ms, price.comm_ms,
+            price.lm_head_ms, price.sampling_ms, price.overhead_ms,
+            price.k, price.moe_ms, price.experts_touched,
+        ) + more)
 
-    def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:
-        pass
-
-    def on_batch_end(self, time, batch, replica_id, memory_usage_percent) -> None:
-        pass
-
-    def plot(self) -> None:
-        pass
+    def stage_end(self, time: float, replica: int, stage: int, key) -> None:
+        """A stage of a step ends (pipeline stages record it)."""
 
     # tables ------------------------------------------------------------------
     def steps_frame(self) -> pd.DataFrame:

@@ -40,32 +40,29 @@ class PipelineStepRecorder(StepRecorder):
         self.stages = stages
         self._open: Dict[Tuple[int, int], list] = {}  # (replica, batch id) -> its row
 
-    def on_replica_stage_schedule(self, time, replica_id, stage_id, batch_stage, execution_time) -> None:
-        replica = int(getattr(replica_id, "id", replica_id))
-        key = (replica, batch_stage._batch_id)  # Vidur's BatchStage has no public accessor for its batch id
-        ms = execution_time.total_time * 1e3
-        send = getattr(execution_time, "send_ms", 0.0)
-        if stage_id == 0:
-            super().on_replica_stage_schedule(time, replica_id, stage_id, batch_stage, execution_time)
+    def record(self, time: float, replica: int, stage: int, key, price) -> None:
+        k = (replica, key)
+        ms = price.total_time * 1e3
+        send = price.send_ms
+        if stage == 0:
+            super().record(time, replica, stage, key, price)
             row = list(self.rows[-1]) + [ms, send, float("nan")]
             self.rows[-1] = row
-            self._open[key] = row
+            self._open[k] = row
             return
-        row = self._open[key]
-        parts = (ms, execution_time.draft_ms, execution_time.verify_ms, execution_time.comm_ms,
-                 execution_time.lm_head_ms, execution_time.sampling_ms, execution_time.overhead_ms,
-                 getattr(execution_time, "moe_ms", 0.0))
+        row = self._open[k]
+        parts = (ms, price.draft_ms, price.verify_ms, price.comm_ms, price.lm_head_ms, price.sampling_ms,
+                 price.overhead_ms, price.moe_ms)
         for col, v in zip(_SUMMED, parts):
             row[_AT[col]] += v
         n = len(STEP_COLUMNS)
         row[n] = max(row[n], ms)
         row[n + 1] += send
 
-    def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:
-        if stage_id != self.stages - 1:
+    def stage_end(self, time: float, replica: int, stage: int, key) -> None:
+        if stage != self.stages - 1:
             return
-        replica = int(getattr(replica_id, "id", replica_id))
-        row = self._open.pop((replica, batch_stage._batch_id))
+        row = self._open.pop((replica, key))
         row[len(STEP_COLUMNS) + 2] = (time - row[STEP_COLUMNS.index("start_s")]) * 1e3
 
     def steps_frame(self) -> pd.DataFrame:

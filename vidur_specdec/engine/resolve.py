@@ -21,16 +21,18 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
 from vidur_specdec.config import ConfigError, RunConfig, build_config, read_config, vllm_defaults
-from vidur_specdec.costs import verify_cost  # noqa: F401 (registers speculative.verify_attention)
+from vidur_specdec.costs import step_overheads, verify_cost  # verify_cost registers speculative.verify_attention
+from vidur_specdec.costs.pipeline import AUX_METHODS
 from vidur_specdec.engine import deployment
 from vidur_specdec.engine.deployment import Deployment
-from vidur_specdec.hardware import collectives  # noqa: F401 (registers engine.all_reduce)
+from vidur_specdec.hardware.collectives import all_reduce_model  # the module registers engine.all_reduce
 from vidur_specdec.hardware.devices import get_device
+from vidur_specdec.pricing.pricer import StepPricer
 from vidur_specdec.speculation import proposers  # noqa: F401 (registers speculative.method)
 from vidur_specdec.speculation.acceptance_source import resolve_acceptance
 from vidur_specdec.speculation.checks import check_speculation
 
-__all__ = ["ConfigError", "Resolved", "check", "from_dict", "load", "resolve"]
+__all__ = ["ConfigError", "Resolved", "check", "from_dict", "load", "pricer", "resolve"]
 
 
 def check(cfg: RunConfig) -> None:
@@ -81,8 +83,27 @@ def priced(cfg: RunConfig, dep: Deployment, longest_tokens: int):
     """The fitted target model and the bound-to-be proposer of a resolved run: ``(target, proposer, choices)``.
 
     Profiles chosen and fitted once (:func:`vidur_specdec.engine.deployment.time_models`), the drafter's
-    model handed to the proposer; one place for the simulation and the validation cost model.
+    model handed to the proposer; :func:`pricer` builds the run's one step pricer from them.
     """
     target, draft_time, choices = deployment.time_models(cfg, dep, longest_tokens)
     proposer = proposers.build(cfg, target, cfg.predictor.cache_dir, deployment=dep, draft_time=draft_time)
     return target, proposer, choices
+
+
+def pricer(cfg: RunConfig, dep: Deployment, longest_tokens: int):
+    """The run's one :class:`~vidur_specdec.pricing.pricer.StepPricer` and its profile choices: ``(pricer, choices)``.
+
+    What the engine core, the Vidur-backed engine, ``tune`` and ``validate`` all price steps with: the
+    fitted target, the verify-attention policy, the proposer (bound to the target's device and TP), what a
+    step costs beyond the layers, the collective model, and the deployment's TP/PP/EP/DP.
+    """
+    target, proposer, choices = priced(cfg, dep, longest_tokens)
+    spec = cfg.speculative
+    overheads = step_overheads.build(cfg.engine, dep.model, dep.device, dep.tp, target,
+                                     step_overheads.piecewise_graphs(cfg), kernels=dep.kernels)
+    out = StepPricer(target, dep.model, dep.device, dep.kernels, verify_cost.build(spec),
+                     proposer=proposer, overheads=overheads,
+                     all_reduce=all_reduce_model(cfg.engine.all_reduce), tp=dep.tp, pp=dep.pp, ep=dep.ep,
+                     dp=dep.dp, redundant_experts=dep.redundant_experts,
+                     eagle3_aux=bool(spec.enabled and spec.method in AUX_METHODS))
+    return out, choices

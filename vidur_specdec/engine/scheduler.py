@@ -227,8 +227,12 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
                                                                       - request.num_processed_tokens - 1)
                 accepted = request.acceptance.next(limit, request.output_position)
             request.plan_verify(guesses, accepted)
-        attach(batch, plan_batch(batch, k, sync))
+        attach(batch, plan_batch(batch, k, sync, self._draft_recompute(batch)))
         return batch
+
+    def _draft_recompute(self, batch) -> tuple:
+        """Tokens of each prompt whose draft KV this step recomputes (a decode instance's; none here)."""
+        return ()
 
 
 ReplicaSchedulerRegistry.register(SpecDecSchedulerType.SPEC_SARATHI, SpecSarathiReplicaScheduler)

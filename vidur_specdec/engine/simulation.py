@@ -48,11 +48,8 @@ from vidur_specdec.engine.closed_loop import ClosedLoopMixin
 from vidur_specdec.engine import deployment
 from vidur_specdec.costs import memory
 from vidur_specdec.speculation import proposers
-from vidur_specdec.costs import step_overheads
-from vidur_specdec.costs import verify_cost
-from vidur_specdec.costs.pipeline import AUX_METHODS
 from vidur_specdec.config import GLOBAL_SCHEDULERS as GLOBAL_SCHEDULER_NAMES, ConfigError, RunConfig
-from vidur_specdec.engine.resolve import load, priced, resolve
+from vidur_specdec.engine.resolve import load, pricer as resolved_pricer, resolve
 from vidur_specdec.engine.warnings import config_warnings
 from vidur_specdec.engine.metrics import StepRecorder, data_parallel_summary, requests_frame, summarize
 from vidur_specdec.engine.pipeline_metrics import PipelineStepRecorder
@@ -65,10 +62,10 @@ from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.tree import parse_tree
 from vidur_specdec.engine.scheduler import SpecSarathiSchedulerConfig
 from vidur_specdec.engine.dp_group import DPGroupSchedulerConfig
-from vidur_specdec.engine.dp_predictor import DPPredictorConfig
 from vidur_specdec.engine.workload import RequestSpec
 from vidur_specdec.engine.topology import prepare_topology
 from vidur_specdec.engine.disagg import run_topology
+from vidur_specdec.engine.core.run import run_core
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
 from vidur_specdec.speculation.acceptance_source import describe as describe_acceptance, row_category
 
@@ -178,6 +175,33 @@ class _StagesReplicaConfig(ReplicaConfig):
         self._num_layers_per_pipeline_stage = self.model_config.num_layers // stages
 
 
+class _RecorderHooks:
+    """Vidur's ``MetricsStore`` hooks onto the project's step recorder: a step's stage starting and ending
+    (Vidur's ``BatchStage`` has no public accessor for its batch id, which keys a pipelined step's stages)."""
+
+    def __init__(self, recorder) -> None:
+        self.recorder = recorder
+
+    def on_replica_stage_schedule(self, time, replica_id, stage_id, batch_stage, execution_time) -> None:
+        self.recorder.record(time, int(getattr(replica_id, "id", replica_id)), stage_id, batch_stage._batch_id,
+                             execution_time)
+
+    def on_batch_stage_end(self, time, batch_stage, replica_id, stage_id) -> None:
+        self.recorder.stage_end(time, int(getattr(replica_id, "id", replica_id)), stage_id, batch_stage._batch_id)
+
+    def on_request_arrival(self, time, request) -> None:
+        pass
+
+    def on_replica_schedule(self, time, replica_id, memory_usage_percent) -> None:
+        pass
+
+    def on_batch_end(self, time, batch, replica_id, memory_usage_percent) -> None:
+        pass
+
+    def plot(self) -> None:
+        pass
+
+
 class SpecDecSimulator(ClosedLoopMixin, Simulator):
     """Vidur's simulator with the project's step recorder in place of ``MetricsStore`` (closed loop optional)."""
 
@@ -185,7 +209,7 @@ class SpecDecSimulator(ClosedLoopMixin, Simulator):
         super().__init__(config)
         stages = config.cluster_config.replica_config.num_pipeline_stages
         self.recorder = StepRecorder() if stages == 1 else PipelineStepRecorder(stages)
-        self._metric_store = self.watch(self.recorder)
+        self._metric_store = self.watch(_RecorderHooks(self.recorder))
 
     def _write_output(self) -> None:
         pass  # the caller writes the project's tables
@@ -257,12 +281,17 @@ class Prepared:
     specs: List[RequestSpec]
     model: ModelSpec
     memory: memory.MemoryPlan
-    predictor: SpecDecPredictorConfig
+    predictor: SpecDecPredictorConfig  # the Vidur-backed engine's predictor config (holds ``pricer``)
     scheduler: SpecSarathiSchedulerConfig
     profile_files: Dict[str, str]
     deployment: Optional[Deployment] = None
     profile_source: Dict[str, Optional[str]] = field(default_factory=dict)  # target/draft: shipped|built|measured
     warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
+
+    @property
+    def pricer(self):
+        """The run's one step pricer (:class:`~vidur_specdec.pricing.pricer.StepPricer`)."""
+        return self.predictor.pricer
 
 
 def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
@@ -296,29 +325,15 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
     gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
     warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
     warnings += dep.kernels.warnings(dep.tp, [model], dep.ep)  # what the kernel source could not measure
-    target, proposer, choices = priced(cfg, dep, deployment.longest_request_tokens(cfg, specs))
+    pricer, choices = resolved_pricer(cfg, dep, deployment.longest_request_tokens(cfg, specs))
+    proposer = pricer.proposer
     t = choices["target"]
     files = {"target_mlp": describe(t, t.mlp), "target_attention": describe(t, t.attention)}
     if draft_spec is not None:
         d = choices["draft"]
         files.update(draft_mlp=describe(d, d.mlp), draft_attention=describe(d, d.attention))
     dp = dep.dp > 1  # a data-parallel group per replica (vidur_specdec/engine/dp_group.py)
-    predictor = (DPPredictorConfig if dp else SpecDecPredictorConfig)(
-        **({"data_parallel_size": dep.dp, "redundant_experts": dep.redundant_experts} if dp else {}),
-        target=target,
-        verify_cost=verify_cost.build(spec),
-        proposer=proposer,
-        model_spec=model,
-        device_spec=dep.device,
-        tensor_parallel_size=dep.tp,
-        step_overheads=step_overheads.build(cfg.engine, model, dep.device, dep.tp, target,
-                                            step_overheads.piecewise_graphs(cfg), kernels=dep.kernels),
-        all_reduce=cfg.engine.all_reduce,
-        expert_parallel_size=dep.ep,
-        kernels=dep.kernels,
-        pipeline_parallel_size=dep.pp,
-        eagle3_aux=bool(spec.enabled and spec.method in AUX_METHODS),
-    )
+    predictor = SpecDecPredictorConfig(pricer=pricer)
     tree = parse_tree(spec.speculative_token_tree) if spec.enabled else None
     scheduler = (DPGroupSchedulerConfig if dp else SpecSarathiSchedulerConfig)(
         **({"data_parallel_size": dep.dp} if dp else {}),
@@ -384,7 +399,10 @@ def vidur_config(p: Prepared, scheduler_config, request_class, metrics_config=No
 
 
 def run_prepared(p: Prepared) -> SimulationResult:
-    """Run the event loop for a prepared config (or topology of pools) and build the tables."""
+    """Run a prepared config (or topology of pools) and build the tables: on the engine core, or with
+    ``simulator: vidur`` on Vidur's event loop (the reference)."""
+    if p.cfg.simulator == "core":
+        return run_core(p, sys.modules[__name__])
     if not isinstance(p, Prepared):
         return run_topology(p, sys.modules[__name__])
     reset_vidur_ids()
@@ -407,7 +425,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
     extra = {
         "model": p.model.name,
         "device": p.deployment.device.name if p.deployment else p.cfg.device,
-        "tensor_parallel_size": int(p.predictor.tensor_parallel_size),
+        "tensor_parallel_size": int(p.pricer.tp),
         "profiles": p.profile_files,
         "profile_source": dict(p.profile_source),
         **({"kernel_sources": p.deployment.kernels.sources(
@@ -473,6 +491,7 @@ def run_vidur_sarathi(config: Union[str, Path, Mapping, RunConfig, None] = None,
         metrics = MetricsConfig(write_metrics=True, write_json_trace=False, enable_chrome_trace=False,
                                 store_plots=False, output_dir=tmp)
         reset_vidur_ids()
+        p = dataclasses.replace(p, predictor=SpecDecPredictorConfig(pricer=p.pricer, vidur_metrics=True))
         sim = VidurSimulator(vidur_config(p, sched, Request, metrics))
         try:
             sim.run()

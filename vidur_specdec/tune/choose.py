@@ -3,9 +3,9 @@
 For each batch size b (1 .. ``scheduler.batch_size_cap``; per rank on a
 data-parallel deployment, every rank holding b) and each k (0 ..
 k_max) a decode step of b requests with k guesses each is priced by the
-simulator's own predictor (:class:`~vidur_specdec.engine.predictor.SpecDecExecutionTimePredictor`:
-target forward, verify attention policy, proposer), so any change to the step
-cost flows in. Its value is the expected tokens advanced per ms of step,
+simulator's own step pricer (:class:`~vidur_specdec.pricing.pricer.StepPricer`:
+target forward, verify attention policy, proposer, what a step costs beyond the
+layers), so any change to the step cost flows in. Its value is the expected tokens advanced per ms of step,
 
     v(b, k) = b * (1 + E[min(A, k)]) / step_ms(b, k),
 
@@ -39,7 +39,6 @@ simulation against every static k.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 import math
 from typing import Dict, List, Sequence, Tuple
 
@@ -61,32 +60,20 @@ MIN_RANGE_WIDTH = 8
 
 
 def step_pricer(cfg: RunConfig):
-    """``price(b, k, ctx) -> ms`` of a decode step of b requests with k guesses each at context ``ctx`` tokens
-    (with pipeline stages: its slowest stage)."""
+    """``(prepared run, price(b, k, ctx) -> ms)``: the run's own step pricer on a decode step of b requests with k
+    guesses each at context ``ctx`` tokens (a data-parallel deployment: b on every rank; pipeline stages: the
+    slowest stage)."""
     # lazy: start-up cost of pandas, scipy, sklearn, vidur
-    from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
-    from vidur_specdec.engine.request import SpecRequest
-    from vidur_specdec.engine.simulation import prepare, vidur_config
-    from vidur_specdec.engine.step_plan import merge_ranks, plan_batch
+    from vidur_specdec.engine.simulation import prepare
+    from vidur_specdec.pricing.plan import decode_plan
 
     p = prepare(cfg)
-    cluster = vidur_config(p, p.scheduler, SpecRequest).cluster_config
-    dp = p.deployment.dp if p.deployment is not None else 1
-    if dp > 1:  # a data-parallel group: b is the batch of EVERY rank (vLLM's per-rank scheduler), priced together
-        from vidur_specdec.engine.dp_predictor import DPExecutionTimePredictor as SpecDecExecutionTimePredictor
-    predictor = SpecDecExecutionTimePredictor(p.predictor, cluster.replica_config, cluster.cache_config)
-
-    stages = p.deployment.pp if p.deployment is not None else 1
+    pricer = p.pricer
 
     def price(b: int, k: int, ctx: int) -> float:
         # under pipeline parallelism b is one micro-batch (vLLM looks k up per schedule() call, one micro-batch)
         # and its price the slowest stage: with the pipeline full, one micro-batch leaves per slowest stage
-        reqs = [SimpleNamespace(is_prefill_complete=True, id=i, planned=(k, 0)) for i in range(b)]
-        plan = plan_batch(SimpleNamespace(requests=reqs, num_q_tokens=[k + 1] * b, num_kv_tokens=[ctx + k + 1] * b,
-                                          total_num_q_tokens=(k + 1) * b), k)
-        if dp > 1:
-            plan = merge_ranks([plan] * dp)  # every rank the same step
-        return max(predictor.get_execution_time(plan, s).total_time for s in range(stages)) * 1e3
+        return pricer.duration_ms(decode_plan(b, k, ctx, ranks=pricer.dp))
 
     return p, price
 

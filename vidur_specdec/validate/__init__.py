@@ -37,7 +37,7 @@ _LAZY = {
     "matched_config": "compare", "simulate_matched": "compare", "join": "compare", "summarize": "compare",
     "write_report": "report",
     "analyze": "steplogs", "read_table": "steplogs",
-    "CostModel": "cost", "split_sums": "cost",
+    "pricer_for": "cost", "price_sums": "cost", "split_sums": "cost",
     "FakeServer": "fake_server", "FakeEngineConfig": "fake_server",
     "ValidateError": "common",
 }

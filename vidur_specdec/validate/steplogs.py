@@ -52,7 +52,7 @@ from vidur_specdec.config import ConfigError
 from vidur_specdec.speculation.steplog_tables import RUN_KEY, read_table_file, truth_values
 from vidur_specdec.validate.calibrate import alpha_from_mean_acceptance_length
 from vidur_specdec.validate.common import ValidateError
-from vidur_specdec.validate.cost import split_sums
+from vidur_specdec.validate.cost import price_sums
 
 KEY = RUN_KEY + ["mode"]  # a run, and accuracy apart from load runs
 PATH_KEY = RUN_KEY  # what a path can give
@@ -309,9 +309,10 @@ def step_time_summary(steps: pd.DataFrame, durations: pd.DataFrame) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def step_check(steps: pd.DataFrame, durations: pd.DataFrame, cost_model, max_steps: Optional[int] = None
+def step_check(steps: pd.DataFrame, durations: pd.DataFrame, pricer, max_steps: Optional[int] = None
                ) -> pd.DataFrame:
-    """Each step's composition priced by the simulator's cost model, beside its measured times."""
+    """Each step's sums priced by the simulator's step pricer (:mod:`vidur_specdec.validate.cost`), beside its
+    measured times."""
     idx = steps.index
     if max_steps is not None:
         g, _ = _groups(steps)
@@ -325,12 +326,11 @@ def step_check(steps: pd.DataFrame, durations: pd.DataFrame, cost_model, max_ste
     pt, pd_, px = [], [], []
     for r in s[["num_reqs", "num_tokens", "decode_reqs", "spec_tokens", "prefill_tokens", "ctx_tokens"]].itertuples(
             index=False):
-        dq, dctx, pf = split_sums(int(r.num_reqs), int(r.decode_reqs), int(r.spec_tokens), int(r.prefill_tokens),
-                                  int(r.ctx_tokens))
-        t, d = cost_model.composition_ms(dq, dctx, pf, num_tokens=int(r.num_tokens))
-        pt.append(t)
-        pd_.append(d)
-        px.append(cost_model.beyond_layers_ms(dq, pf) if hasattr(cost_model, "beyond_layers_ms") else 0.0)
+        price = price_sums(pricer, int(r.num_reqs), int(r.decode_reqs), int(r.spec_tokens), int(r.prefill_tokens),
+                           int(r.ctx_tokens), num_tokens=int(r.num_tokens))
+        pt.append(price.verify_ms)
+        pd_.append(price.draft_ms)
+        px.append(price.lm_head_ms + price.sampling_ms + price.overhead_ms)
     out = s[[c for c in KEY if c in s] + [c for c in ("wall", "num_reqs", "num_tokens", "decode_reqs", "spec_tokens",
                                                       "prefill_tokens", "ctx_tokens", "padded_tokens") if c in s]].copy()
     out["kind"] = np.where(s["prefill_tokens"] <= 0, "decode",
@@ -410,7 +410,7 @@ def request_latency(requests: pd.DataFrame, times_unit: str = "s") -> pd.DataFra
 # --------------------------------------------------------------------------- everything
 
 
-def analyze(root, cost_model=None, filters: Optional[Dict] = None, max_steps: Optional[int] = None,
+def analyze(root, pricer=None, filters: Optional[Dict] = None, max_steps: Optional[int] = None,
             times_unit: str = "s") -> Dict[str, pd.DataFrame]:
     """Read every table under ``root`` and derive all outputs; keys are output file stems."""
     root = Path(root).expanduser()
@@ -438,8 +438,8 @@ def analyze(root, cost_model=None, filters: Optional[Dict] = None, max_steps: Op
             summ.append(s)
         dur = step_durations(steps)
         out["step_times"] = step_time_summary(steps, dur)
-        if cost_model is not None:
-            chk = step_check(steps, dur, cost_model, max_steps)
+        if pricer is not None:
+            chk = step_check(steps, dur, pricer, max_steps)
             out["step_check"] = chk
             out["step_check_summary"] = step_check_summary(chk)
     tokens = tables["tokens"]

@@ -7,7 +7,7 @@ import asyncio
 from vidur_specdec.config import ConfigError
 from vidur_specdec.config.schema import MAX_K
 from vidur_specdec.console import SEED, ranged
-from vidur_specdec.validate.cost import CostModel
+from vidur_specdec.validate.cost import pricer_for
 
 
 def add_arguments(p) -> None:
@@ -46,9 +46,11 @@ def run(args) -> int:
         # lazy: start-up cost of pandas
         from vidur_specdec.engine.resolve import load
 
-        cm = CostModel.from_config(load(args.cost_config))
-        step_fn = lambda info: cm.step_ms(info.decode_q, info.decode_ctx, info.prefill,  # noqa: E731
-                                          info.num_tokens)
+        from vidur_specdec.pricing.plan import plan_from_lists
+
+        pricer = pricer_for(load(args.cost_config))
+        step_fn = lambda info: pricer.price(plan_from_lists(  # noqa: E731
+            info.decode_q, info.decode_ctx, info.prefill, num_tokens=info.num_tokens)).duration_ms
     try:
         cfg = FakeEngineConfig(k=args.k, alpha=args.alpha, per_position=args.per_position, base_ms=args.base_ms,
                                per_req_ms=args.per_req_ms, per_token_ms=args.per_token_ms, step_time_fn=step_fn,

@@ -6,7 +6,7 @@ import sys
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.validate.commands.options import add_config, add_overwrite, clear_out, load_cfg, out_folder
-from vidur_specdec.validate.cost import CostModel
+from vidur_specdec.validate.cost import pricer_for
 
 FILTERS = ("gpu", "target", "split", "drafter", "k", "c", "start", "mode")
 
@@ -30,7 +30,7 @@ def run(args) -> int:
     cost_model = cfg = None
     if args.config:
         cfg = load_cfg(args)
-        cost_model = CostModel.from_config(cfg)
+        cost_model = pricer_for(cfg)
     if args.max_steps is not None and args.max_steps < 1:
         raise ConfigError(f"--max-steps: must be >= 1, got {args.max_steps}")
     filters = {k: getattr(args, k) for k in FILTERS}
@@ -47,7 +47,7 @@ def run(args) -> int:
         write_csv(out / f"{name}.csv", df)
     notes = {"root": str(args.root), "filters": {k: v for k, v in filters.items() if v is not None},
              "outputs": {name: len(df) for name, df in tables.items()},
-             "cost_model": cost_model.model if cost_model else None}
+             "cost_model": cfg.model if cost_model is not None else None}
     if args.config:
         notes["warnings"] = warnings
         for w in warnings:

@@ -1,0 +1,80 @@
+"""A data-parallel group in the engine core: D ranks behind vLLM's least-loaded router, one step for all.
+
+vLLM 0.33.0 with ``--data-parallel-size D --enable-expert-parallel`` on an MoE model
+runs D engine cores, each with its own scheduler and KV cache, stepping together (a
+rank with no work runs a one-token dummy batch so the MoE all-to-all has all its
+peers); the front end routes each request to the rank of least load
+(``DPLBAsyncMPClient.get_core_engine_for_request``, ``vllm/v1/engine/core_client.py``):
+score ``waiting + running``, plus ``6 x waiting x max(0, kv_usage - 0.5)``, the scan
+starting one rank later each request so ties rotate. (The reference:
+:mod:`vidur_specdec.engine.dp_group`.)
+
+:class:`DataParallelGroup` holds D :class:`~vidur_specdec.engine.core.sarathi.SarathiRank`
+ranks; its step is every rank's step side by side, planned as
+:func:`~vidur_specdec.pricing.plan.merge_ranks` of the ranks' plans (None for a rank
+on the dummy batch) and priced as one by the step pricer. No step runs when no rank
+has work (vLLM: all engines idle).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from vidur_specdec.engine.core.sarathi import SarathiRank, Step
+from vidur_specdec.pricing.plan import merge_ranks
+
+WAITING_KV_PENALTY = 6.0  # vLLM 0.33.0 core_client.py: score += waiting * 6.0 * max(0, kv_cache_usage - 0.5)
+
+
+class DataParallelGroup:
+    """D speculative Sarathi ranks behind vLLM's least-loaded router; one step for all of them."""
+
+    def __init__(self, ranks: List[SarathiRank]) -> None:
+        self.ranks = ranks
+        self._start = 0  # vLLM's eng_start_index: the rank the next scan starts from
+
+    # ------------------------------------------------------------------ the router
+    @staticmethod
+    def _score(rank: SarathiRank) -> float:
+        waiting = len(rank.queue)
+        running = len(rank.alloc)
+        usage = rank.allocated / rank.num_blocks
+        return waiting + running + (waiting * WAITING_KV_PENALTY * max(0.0, usage - 0.5) if waiting else 0.0)
+
+    def add(self, request) -> None:
+        n = len(self.ranks)
+        best, best_score = self._start, None
+        for i in range(n):
+            idx = (self._start + i) % n
+            s = self._score(self.ranks[idx])
+            if best_score is None or s < best_score:
+                best, best_score = idx, s
+        self._start = (self._start + 1) % n
+        self.ranks[best].add(request)
+
+    @property
+    def num_pending(self) -> int:
+        return sum(len(r.queue) for r in self.ranks)
+
+    def is_empty(self) -> bool:
+        return all(r.is_empty() for r in self.ranks)
+
+    # ------------------------------------------------------------------ one synchronised step
+    def next_step(self) -> Optional[Step]:
+        parts = [r.next_step() for r in self.ranks]
+        if all(p is None for p in parts):
+            return None
+        reqs, q = [], []
+        for part in parts:
+            if part is not None:
+                reqs += part.requests
+                q += part.q
+        return Step(reqs, q, merge_ranks([p.plan if p is not None else None for p in parts]), parts=parts)
+
+    def end_step(self, step: Step, time: float) -> list:
+        for r, q in zip(step.requests, step.q):
+            r.advance(time, q)
+        for rank, part in zip(self.ranks, step.parts):
+            if part is not None:
+                rank.release(part)
+        return step.requests

@@ -1,0 +1,147 @@
+"""Prefill and decode pools in the engine core: instances of each role joined by a KV link.
+
+As vLLM's disaggregated proxy runs them (the reference, with the sources it
+follows: :mod:`vidur_specdec.engine.disagg`):
+
+1. at arrival the router picks a prefill instance (``disaggregation.router``) and
+   sends it the prompt with one output token (a *shadow* request);
+2. when that prefill completes its KV blocks stay held and the router picks a
+   decode instance, which reserves the prompt's KV blocks as soon as it has room
+   (above its watermark);
+3. the KV moves (:class:`~vidur_specdec.engine.kv_transfer.KVLink`); then the
+   prefill instance frees its blocks and the decode instance schedules the
+   request with every prompt token but the last already computed: its first step
+   computes that token and samples the first output token;
+4. with ``disaggregation.draft_kv: recompute`` that first step also runs the
+   drafter over the prompt (the step plan's ``draft_recompute``).
+
+:class:`PoolRouter` is the loop's global scheduler; :class:`PrefillRank` and
+:class:`DecodeRank` are the instances' schedulers. Times in seconds, transfer
+times in ms.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from math import ceil
+from typing import Dict, List
+
+from vidur_specdec.engine.core.request import CoreRequest
+from vidur_specdec.engine.core.sarathi import SarathiRank, Step
+from vidur_specdec.engine.pool_routing import ROUTERS
+
+
+class PrefillRank(SarathiRank):
+    """A prefill instance: a request done with its prefill keeps its KV blocks until they have been read."""
+
+    router: "PoolRouter" = None
+    rid: int = -1
+
+    def end_step(self, step: Step, time: float) -> list:
+        for r, q in zip(step.requests, step.q):
+            r.advance(time, q)
+        done = []
+        for r in step.requests:
+            if r.completed:
+                done.append(r)  # blocks held: freed by the router once the KV has moved
+            else:
+                self.running.append(r)
+        for r in done:
+            self.router.on_prefill_done(r, time)
+        return step.requests
+
+
+class DecodeRank(SarathiRank):
+    """A decode instance: requests arrive with their prompt's KV blocks already held."""
+
+    router: "PoolRouter" = None
+    rid: int = -1
+
+    def can_allocate(self, r) -> bool:
+        if r.kv_loaded and r.num_restarts == 0 and r.id in self.alloc and not r.prefill_complete \
+                and r.processed == r.prompt_tokens - 1:
+            return True  # its loaded prompt's blocks are held; the last prompt token fits in them
+        return super().can_allocate(r)
+
+    def end_step(self, step: Step, time: float) -> list:
+        out = super().end_step(step, time)
+        self.router.admit(self.rid, time)
+        return out
+
+
+class PoolRouter:
+    """The global scheduler of a prefill and a decode pool joined by a KV link (module docstring).
+
+    ``ranks``: instance id -> its rank; ``ids``: role -> instance ids; ``link``: the KV link; ``policy``: the
+    ``disaggregation.router`` name; ``loop``: the event loop (transfers end as its events); ``first_id``: the
+    id the first shadow request takes.
+    """
+
+    def __init__(self, ranks: Dict[int, SarathiRank], ids: Dict[str, List[int]], link, policy: str,
+                 first_id: int) -> None:
+        self.ranks = ranks
+        self.ids = ids
+        self.link = link
+        self.policy = ROUTERS[policy]()
+        self.waiting: Dict[int, deque] = {rid: deque() for rid in ids["decode"]}
+        self.next_id = first_id
+        self.loop = None
+
+    def _pick(self, role: str, extra: Dict[int, int] = None) -> int:
+        ids = self.ids[role]
+        loads = [len(self.ranks[rid].queue) + len(self.ranks[rid].alloc) + (extra or {}).get(rid, 0) for rid in ids]
+        return self.policy.pick(role, ids, loads)
+
+    def assign(self, waiting: list) -> list:
+        """New arrivals, each as a one-output-token prefill request on a prefill instance."""
+        waiting.sort(key=lambda r: r.arrived_at)
+        out = []
+        for r in waiting:
+            pid = self._pick("prefill")
+            shadow = CoreRequest(self.next_id, r.index, r.arrived_at, r.prompt_tokens, 1)
+            self.next_id += 1
+            shadow.prefill_only = True  # a closed loop does not count its completion
+            shadow.parent = r
+            r.shadow, r.prefill_replica = shadow, pid
+            out.append((pid, shadow))
+        waiting.clear()
+        return out
+
+    def on_prefill_done(self, shadow, time: float) -> None:
+        """A prefill finished: pick a decode instance and start the transfer when it has room."""
+        r = shadow.parent
+        did = self._pick("decode", {rid: len(q) for rid, q in self.waiting.items()})
+        r.decode_replica = did
+        r.handoff_at = time
+        self.waiting[did].append(r)
+        self.admit(did, time)
+
+    def admit(self, did: int, time: float) -> None:
+        """Reserve decode KV blocks for waiting requests in arrival order, starting their transfers."""
+        s = self.ranks[did]
+        q = self.waiting[did]
+        while q:
+            r = q[0]
+            need = ceil(r.prompt_tokens / s.block_size)
+            if s.num_blocks - s.allocated - need < s.watermark_blocks:
+                break
+            q.popleft()
+            s.allocate(r.id, need)
+            r.kv_start_at = time
+            r.kv_transfer_ms = self.link.time_ms(r.prompt_tokens)
+            r.kv_transfer_bytes = self.link.bytes(r.prompt_tokens)
+            self.loop.push(time + r.kv_transfer_ms * 1e-3, self._kv_loaded, r)
+
+    def _kv_loaded(self, time: float, r) -> None:
+        """The KV has moved: free it on the prefill side, queue the request on its decode instance."""
+        self.ranks[r.prefill_replica].free(r.shadow.id)
+        r.kv_loaded_at = time
+        r.kv_loaded = True
+        r.processed = r.prompt_tokens - 1  # all but the last prompt token loaded
+        self.ranks[r.decode_replica].add(r)
+        loop = self.loop
+        loop.schedule_now(time, loop.replicas[r.decode_replica])
+        loop.schedule_now(time, loop.replicas[r.prefill_replica])
+
+    def is_empty(self) -> bool:
+        return not any(self.waiting.values())

@@ -1,0 +1,121 @@
+"""One request's state in the engine core: tokens charged and advanced, KV, timestamps, counters.
+
+A :class:`CoreRequest` holds what Vidur's ``Request`` and this project's
+``SpecRequest`` hold, as plain slots: the scheduler reads and writes them
+directly (no properties on the hot path). Token counts are tokens; times are
+seconds of simulated time.
+
+* ``prefill_tokens`` is the prefill target: the prompt, or after a preemption
+  by recompute every token that was in the KV cache (the prompt stays a prompt;
+  a request preempted while decoding re-prefills ``processed - 1`` tokens and
+  the prefill's sample gives back its newest token, so no output token is
+  produced twice or lost); ``total_tokens`` is prompt + output and never
+  changes; ``processed`` counts tokens done (a finished prefill counts its
+  sampled token too, as Vidur counts it).
+* ``planned_guesses`` / ``planned_accepted`` are the running decode step's
+  guesses (tokens charged: guesses + 1) and accepted guesses (tokens advanced:
+  accepted + 1); -1 while a prefill chunk runs.
+* Counters once completed: ``output_tokens = 1 + decode_steps + accepted_tokens``.
+
+The attribute names ``index``, ``prompt_tokens``, ``output_tokens``,
+``num_processed_tokens`` (an alias of ``processed``), ``decode_steps`` and
+``output_position`` are what the acceptance and proposal models read; the
+request table (:func:`vidur_specdec.engine.metrics.requests_frame`) reads the
+timestamps and counters.
+"""
+
+from __future__ import annotations
+
+
+class CoreRequest:
+    """A request of the engine core (module docstring)."""
+
+    __slots__ = ("id", "index", "arrived_at", "prompt_tokens", "output_tokens", "prefill_tokens", "total_tokens",
+                 "processed", "prefill_complete", "completed", "scheduled", "scheduled_at", "prefill_completed_at",
+                 "completed_at", "num_restarts", "decode_steps", "guesses", "accepted_tokens", "acceptance",
+                 "proposals", "catchup_tokens", "previous_q_tokens", "planned_guesses", "planned_accepted",
+                 # prefill/decode pools (vidur_specdec.engine.core.pools)
+                 "prefill_only", "parent", "shadow", "prefill_replica", "decode_replica", "handoff_at",
+                 "kv_start_at", "kv_transfer_ms", "kv_transfer_bytes", "kv_loaded_at", "kv_loaded")
+
+    def __init__(self, rid: int, index: int, arrived_at: float, prompt_tokens: int, output_tokens: int) -> None:
+        self.id = rid
+        self.index = index
+        self.arrived_at = arrived_at
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.prefill_tokens = prompt_tokens
+        self.total_tokens = prompt_tokens + output_tokens
+        self.processed = 0
+        self.prefill_complete = False
+        self.completed = False
+        self.scheduled = False
+        self.scheduled_at = 0.0
+        self.prefill_completed_at = 0.0
+        self.completed_at = 0.0
+        self.num_restarts = 0
+        self.decode_steps = 0
+        self.guesses = 0
+        self.accepted_tokens = 0
+        self.acceptance = None  # its acceptance source, set on first use by the scheduler
+        self.proposals = None  # its proposal draws (ngram/suffix), set on first use
+        self.catchup_tokens = 1  # tokens advanced in its previous decode step, not yet seen by a drafter head
+        self.previous_q_tokens = 1  # tokens charged in its previous decode step (1 + guesses)
+        self.planned_guesses = -1
+        self.planned_accepted = 0
+        self.prefill_only = False
+        self.parent = self.shadow = None
+        self.kv_loaded = False
+
+    @property
+    def num_processed_tokens(self) -> int:
+        return self.processed
+
+    @property
+    def output_position(self) -> int:
+        """Output tokens produced so far (the index of the first token the next decode step produces)."""
+        return self.processed - self.prompt_tokens
+
+    def advance(self, time: float, tokens_charged: int) -> None:
+        """End of the step that charged it ``tokens_charged``: it advances by accepted + 1 (a decode step) or
+        the whole chunk (a prefill), finishes its prefill (and samples its first token) or completes."""
+        g = self.planned_guesses
+        if g >= 0:
+            a = self.planned_accepted
+            self.decode_steps += 1
+            self.guesses += g
+            self.accepted_tokens += a
+            self.catchup_tokens = a + 1
+            self.previous_q_tokens = g + 1
+            self.planned_guesses = -1
+            tokens_charged = a + 1
+        self.processed += tokens_charged
+        if self.processed == self.prefill_tokens:
+            self.prefill_complete = True
+            self.processed += 1  # the prefill's sampled token
+            if self.prefill_completed_at == 0:
+                self.prefill_completed_at = time
+        if self.processed == self.total_tokens:
+            self.completed_at = time
+            self.completed = True
+
+    def restart(self) -> None:
+        """Preempt by recompute (module docstring): re-prefill every token already in the KV cache."""
+        recompute = self.processed - 1 if self.prefill_complete else self.prefill_tokens
+        self.prefill_tokens = recompute
+        self.processed = 0
+        self.scheduled = False
+        self.completed = False
+        self.prefill_complete = False
+        self.num_restarts += 1
+        self.planned_guesses = -1
+        self.catchup_tokens = 1
+        self.previous_q_tokens = 1
+
+    def on_schedule(self, time: float) -> None:
+        """Scheduled into a step at ``time``: the first time ever is its ``scheduled_at``."""
+        if self.scheduled:
+            return
+        self.scheduled = True
+        if self.num_restarts == 0:
+            self.scheduled_at = time

@@ -1,0 +1,293 @@
+"""The step plan: what one engine step computes, in one immutable record the step pricer reads.
+
+A scheduler (the engine core's, or the Vidur-backed one) decides, for each step
+it forms, every request's **tokens charged** (query tokens: ``k``-bounded
+``guesses + 1`` for a decoding request, the chunk for a prefill), its
+**guesses** and its **accepted** guesses (tokens advanced: ``accepted + 1``),
+and the step's flags (the ``k`` its guesses were drawn with, whether a GPU
+drafter runs its sync pass at scheduled k = 0, a data-parallel group's per-rank
+parts, the prompts whose draft KV a decode instance recomputes). It writes all
+of it once into a :class:`StepPlan`; the step pricer
+(:class:`~vidur_specdec.pricing.pricer.StepPricer`), the step recorders and
+``tune``/``validate`` read only it. Plans are also built without a scheduler:
+:func:`decode_plan` (``tune``'s uniform decode steps), :func:`plan_from_lists`
+and :func:`plan_from_sums` (a step log's sums, ``validate``).
+
+Both records are tuples (immutable, cheap to build: the engine core makes one
+per simulated step). Units: every count is tokens unless named otherwise;
+``context`` is the tokens a request had in its KV cache before the step.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+
+class StepComposition(NamedTuple):
+    """What one step computes, in the shape the proposers and the verify-cost policies read.
+
+    ``decode_q[i]`` is tokens charged to decoding request i (1 + guesses) and
+    ``decode_ctx[i]`` the tokens it already had (its KV before the step);
+    ``prefill`` holds (context before the chunk, chunk tokens) per prefill request;
+    ``decode_catchup[i]`` the tokens request i advanced in its previous step
+    (accepted + 1), which a drafter head has yet to process (1 when unknown);
+    ``decode_prev_q[i]`` the tokens it was charged in its previous step (1 + its
+    guesses then; 1 when unknown); ``drafter_sync`` marks a step whose
+    scheduled k is 0 under a per-batch-size schedule, on which vLLM's GPU
+    drafter still runs its first pass to keep its KV in sync. Read-only: a
+    step's composition is part of its :class:`StepPlan`.
+    """
+
+    num_tokens: int
+    decode_q: List[int]
+    decode_ctx: List[int]
+    prefill: List[Tuple[int, int]]
+    decode_catchup: List[int] = []
+    decode_prev_q: List[int] = []
+    drafter_sync: bool = False
+
+    @property
+    def max_guesses(self) -> int:
+        return max(self.decode_q, default=1) - 1
+
+
+class RequestPlan(NamedTuple):
+    """One request's share of a step (a view of :class:`StepPlan`'s columns).
+
+    ``tokens_charged`` is its query tokens (``guesses + 1`` decoding, the chunk
+    prefilling); ``context`` its KV tokens before the step; ``k`` the k its
+    guesses were drawn with (its rank's under data parallel); ``guesses`` and
+    ``accepted`` are 0 for a prefill chunk.
+    """
+
+    request_id: int
+    index: int  # its position in the workload (-1 when the request has none)
+    k: int
+    decoding: bool
+    tokens_charged: int
+    context: int
+    guesses: int
+    accepted: int
+
+    @property
+    def tokens_advanced(self) -> int:
+        """Progress the step makes: accepted + 1 decoding, the whole chunk prefilling."""
+        return self.accepted + 1 if self.decoding else self.tokens_charged
+
+    @property
+    def prefill_chunk(self) -> int:
+        """Prompt tokens the step prefills (0 for a decoding request)."""
+        return 0 if self.decoding else self.tokens_charged
+
+
+class StepPlan(NamedTuple):
+    """One engine step as the scheduler planned it: per-request columns (in the batch's order) and flags.
+
+    Columns (one entry per request): ``request_ids``, ``indices`` (workload
+    positions), ``decoding`` (prefill complete: a decode or verify step; else a
+    prefill chunk), ``tokens_charged``, ``context``, ``guesses``, ``accepted``.
+    Flags: ``k`` (the k the step's guesses were drawn with, steps.csv ``k``; a
+    data-parallel group's: the largest of its ranks'), ``drafter_sync``
+    (scheduled k is 0 under a per-batch-size schedule and a GPU drafter still
+    runs its first pass), ``dp_parts`` (a data-parallel group's step: each
+    rank's plan, None for a rank that runs vLLM's dummy batch; None otherwise),
+    ``draft_recompute`` (tokens of each loaded prompt whose draft KV a decode
+    instance recomputes in this step: its drafter runs over them).
+    Totals, in tokens unless named: ``num_tokens`` (all charged), ``num_decodes``
+    (requests), ``guesses_total``, ``accepted_total``, ``prefill_tokens``,
+    ``context_tokens``, ``logit_rows`` (positions that need logits),
+    ``verifying`` (decoding requests with guesses). ``composition`` is the same
+    step in :class:`StepComposition`'s shape.
+    """
+
+    k: int
+    drafter_sync: bool
+    request_ids: Tuple[int, ...]
+    indices: Tuple[int, ...]
+    decoding: Tuple[bool, ...]
+    tokens_charged: Tuple[int, ...]
+    context: Tuple[int, ...]
+    guesses: Tuple[int, ...]
+    accepted: Tuple[int, ...]
+    composition: StepComposition
+    num_tokens: int
+    num_decodes: int
+    guesses_total: int
+    accepted_total: int
+    prefill_tokens: int
+    context_tokens: int
+    logit_rows: int
+    verifying: int
+    dp_parts: Optional[Tuple[Optional["StepPlan"], ...]] = None
+    draft_recompute: Tuple[int, ...] = ()
+
+    @property
+    def num_requests(self) -> int:
+        """Requests in the step (a data-parallel group: on all its ranks)."""
+        return len(self.request_ids)
+
+    @property
+    def has_prefill(self) -> bool:
+        """Some request prefills a chunk this step (a data-parallel group: on some rank)."""
+        return self.num_decodes < len(self.request_ids)
+
+    @property
+    def decode_only(self) -> bool:
+        """Every request decodes or verifies (no prefill chunk; an idle rank's dummy step counts)."""
+        return not self.has_prefill
+
+    @property
+    def requests(self) -> Tuple[RequestPlan, ...]:
+        """Per-request records (built on each call; the columns are the plan)."""
+        k = self.k
+        return tuple(RequestPlan(i, x, k, d, q, c, g, a) for i, x, d, q, c, g, a in zip(
+            self.request_ids, self.indices, self.decoding, self.tokens_charged, self.context, self.guesses,
+            self.accepted))
+
+
+def build_plan(k: int, drafter_sync: bool, rows: Sequence[tuple], draft_recompute: Tuple[int, ...] = ()) -> StepPlan:
+    """A plan from one row per request, in step order.
+
+    A row is ``(request_id, index, decoding, tokens_charged, context, guesses, accepted, catchup,
+    previous_q, completes_prompt)``: ``catchup`` / ``previous_q`` are a decoding request's tokens
+    advanced / charged in its previous step (1 when unknown), ``completes_prompt`` whether a
+    prefill chunk reaches the prompt's end (its last position needs logits).
+    """
+    ids, idx, dec, charged, ctx, gs, acc = [], [], [], [], [], [], []
+    dq, dctx, pf, dc, dp = [], [], [], [], []
+    rows_out = verifying = guesses_total = accepted_total = prefill_tokens = num_tokens = 0
+    for rid, index, decoding, q, c, g, a, catchup, prev_q, completes in rows:
+        ids.append(rid)
+        idx.append(index)
+        charged.append(q)
+        ctx.append(c)
+        dec.append(decoding)
+        num_tokens += q
+        if decoding:
+            gs.append(g)
+            acc.append(a)
+            guesses_total += g
+            accepted_total += a
+            dq.append(q)
+            dctx.append(c)
+            dc.append(catchup)
+            dp.append(prev_q)
+            rows_out += q
+            if q > 1:
+                verifying += 1
+        else:
+            gs.append(0)
+            acc.append(0)
+            prefill_tokens += q
+            pf.append((c, q))
+            if completes:
+                rows_out += 1
+    comp = StepComposition(num_tokens, dq, dctx, pf, dc, dp, drafter_sync)
+    return StepPlan(k, drafter_sync, tuple(ids), tuple(idx), tuple(dec), tuple(charged), tuple(ctx), tuple(gs),
+                    tuple(acc), comp, num_tokens, len(dq), guesses_total, accepted_total, prefill_tokens,
+                    sum(ctx), rows_out, verifying, None, tuple(draft_recompute))
+
+
+def merge_ranks(parts: Sequence[Optional[StepPlan]]) -> StepPlan:
+    """A data-parallel group's step: its ranks' plans side by side (None: the rank runs the dummy batch).
+
+    Columns are the ranks' in rank order, totals their sums, ``k`` the largest
+    rank's, ``drafter_sync`` set when any rank's is; ``dp_parts`` keeps the parts.
+    """
+    live = [p for p in parts if p is not None]
+
+    def cat(name):
+        return tuple(x for p in live for x in getattr(p, name))
+
+    def total(name):
+        return sum(getattr(p, name) for p in live)
+
+    def joined(name):
+        return [x for p in live for x in getattr(p.composition, name)]
+
+    sync = any(p.drafter_sync for p in live)
+    comp = StepComposition(total("num_tokens"), joined("decode_q"), joined("decode_ctx"), joined("prefill"),
+                           joined("decode_catchup"), joined("decode_prev_q"), sync)
+    return StepPlan(max(p.k for p in live), sync, cat("request_ids"), cat("indices"), cat("decoding"),
+                    cat("tokens_charged"), cat("context"), cat("guesses"), cat("accepted"), comp,
+                    total("num_tokens"), total("num_decodes"), total("guesses_total"), total("accepted_total"),
+                    total("prefill_tokens"), total("context_tokens"), total("logit_rows"), total("verifying"),
+                    tuple(parts), cat("draft_recompute"))
+
+
+def idle_rank_plan(num_tokens: int = 1) -> StepPlan:
+    """The step of a rank with no request: ``num_tokens`` tokens of no request, nothing to log or sample."""
+    return StepPlan(0, False, (), (), (), (), (), (), (), StepComposition(num_tokens, [], [], []),
+                    num_tokens, 0, 0, 0, 0, 0, 0, 0)
+
+
+def decode_plan(batch_size: int, k: int, context: int, ranks: int = 1) -> StepPlan:
+    """A step of ``batch_size`` decoding requests, each charged ``k + 1`` tokens at ``context`` tokens of KV
+    (none accepted; a request's previous step charged and advanced 1); ``ranks`` > 1: every rank of a
+    data-parallel group runs that same step (``tune``'s per-rank batch size)."""
+    rows = [(i, -1, True, k + 1, context, k, 0, 1, 1, False) for i in range(batch_size)]
+    plan = build_plan(k, False, rows)
+    return merge_ranks([plan] * ranks) if ranks > 1 else plan
+
+
+def plan_from_lists(decode_q: Sequence[int], decode_ctx: Sequence[int], prefill: Sequence[Tuple[int, int]],
+                    k: Optional[int] = None, num_tokens: Optional[int] = None) -> StepPlan:
+    """A step from its decoding requests' tokens charged and context and its prefill chunks
+    ``(context before, chunk)``; every chunk is taken to complete its prompt (one logits row each);
+    ``k`` None: the largest guesses in the step; ``num_tokens`` the step's token count when it is not
+    the sum of its parts (a step log's padded batch: the linear layers run on it)."""
+    rows = [(i, -1, True, q, c, q - 1, 0, 1, 1, False) for i, (q, c) in enumerate(zip(decode_q, decode_ctx))]
+    n = len(rows)
+    rows += [(n + j, -1, False, chunk, c, 0, 0, 1, 1, True) for j, (c, chunk) in enumerate(prefill)]
+    plan = build_plan(max((q - 1 for q in decode_q), default=0) if k is None else k, False, rows)
+    if num_tokens is not None and int(num_tokens) != plan.num_tokens:
+        n = int(num_tokens)
+        plan = plan._replace(num_tokens=n, composition=plan.composition._replace(num_tokens=n))
+    return plan
+
+
+def _spread(total: int, n: int) -> List[int]:
+    """``total`` split into ``n`` integers that differ by at most one."""
+    if n <= 0:
+        return []
+    base, rem = divmod(int(total), n)
+    return [base + 1] * rem + [base] * (n - rem)
+
+
+def split_sums(num_reqs: int, decode_reqs: int, spec_tokens: int, prefill_tokens: int,
+               ctx_tokens: int) -> Tuple[List[int], List[int], List[Tuple[int, int]]]:
+    """A composition ``(decode_q, decode_ctx, prefill)`` rebuilt from a step log's sums.
+
+    The approximation and the direction of its error (docs/validation.md):
+
+    * guesses are spread evenly over the decoding requests (integers differing
+      by at most one). Exact for ``shared_kv``; ``per_token`` attention is convex
+      in a request's guesses, so an uneven real split costs a little more than
+      predicted (under-prediction);
+    * context (summed over all requests) is given to the decoding requests,
+      evenly; prefill chunks are taken to start at context 0 (a fresh prompt)
+      unless no request decodes; a chunk that continues a long prompt moves its
+      context onto the decodes (decode attention over-predicted, that chunk's
+      prefill attention under-predicted);
+    * prefill tokens are spread evenly over the requests that do not decode;
+      prefill attention grows faster than linearly with chunk length, so uneven
+      chunks cost more than predicted (under-prediction).
+    """
+    d = int(decode_reqs)
+    prefill_reqs = max(int(num_reqs) - d, 1 if prefill_tokens > 0 else 0)
+    decode_q = [1 + g for g in _spread(spec_tokens, d)]
+    chunks = [c for c in _spread(prefill_tokens, prefill_reqs) if c > 0]
+    if d > 0:
+        decode_ctx = _spread(ctx_tokens, d)
+        prefill = [(0, c) for c in chunks]
+    else:
+        decode_ctx = []
+        prefill = list(zip(_spread(ctx_tokens, len(chunks)), chunks)) if chunks else []
+    return decode_q, decode_ctx, prefill
+
+
+def plan_from_sums(num_reqs: int, decode_reqs: int, spec_tokens: int, prefill_tokens: int, ctx_tokens: int,
+                   k: Optional[int] = None, num_tokens: Optional[int] = None) -> StepPlan:
+    """A step log's row (its sums) as a :class:`StepPlan`, by :func:`split_sums`."""
+    return plan_from_lists(*split_sums(num_reqs, decode_reqs, spec_tokens, prefill_tokens, ctx_tokens), k=k,
+                           num_tokens=num_tokens)
