@@ -7,7 +7,7 @@ tag), so adding a stream never shifts the draws of another.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -27,3 +27,21 @@ def beta_around(mean: float, spread: Optional[float], seed: int, tag: int, index
     c = mean * (1 - mean) / (spread * spread) - 1.0
     rng = np.random.default_rng([int(seed), tag, int(index)])
     return float(rng.beta(mean * c, (1 - mean) * c))
+
+
+_STREAMS: Dict[Tuple[int, int, int], List[float]] = {}  # (seed, tag, index) -> the longest stream drawn so far
+STREAM_MEMO_LIMIT = 200_000  # streams kept before the memo is cleared (a sweep's or tune's points share them)
+
+
+def uniform_stream(seed: int, tag: int, index: int, n: int) -> List[float]:
+    """The first ``max(1, n)`` uniforms of stream ``[seed, tag, index]`` (NumPy's default generator), as Python
+    floats. Kept per process: the points of a sweep, ``tune`` or ``plan`` draw the same requests' streams, and a
+    generator costs tens of µs to seed; a stream's first n draws are the same whatever n it was drawn with."""
+    n = max(1, int(n))
+    key = (int(seed), int(tag), int(index))
+    got = _STREAMS.get(key)
+    if got is None or len(got) < n:
+        if len(_STREAMS) >= STREAM_MEMO_LIMIT:
+            _STREAMS.clear()
+        got = _STREAMS[key] = np.random.default_rng(list(key)).random(n).tolist()
+    return got if len(got) == n else got[:n]

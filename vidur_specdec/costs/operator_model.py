@@ -65,8 +65,24 @@ class Grid2D:
         return i, f - i
 
     def __call__(self, x: float, y: float) -> float:
-        i, tx = self._cell(x, self.x0, self.dx, self.nx)
-        j, ty = self._cell(y, self.y0, self.dy, self.ny)
+        # _cell inlined (this is on every simulated step's path)
+        nx, ny = self.nx, self.ny
+        f = (x - self.x0) / self.dx
+        if f <= 0.0 or nx == 1:
+            i, tx = 0, 0.0
+        else:
+            i = int(f)
+            if i > nx - 2:
+                i = nx - 2
+            tx = f - i
+        f = (y - self.y0) / self.dy
+        if f <= 0.0 or ny == 1:
+            j, ty = 0, 0.0
+        else:
+            j = int(f)
+            if j > ny - 2:
+                j = ny - 2
+            ty = f - j
         v = self.v
         if self.nx == 1:
             row = v[0]

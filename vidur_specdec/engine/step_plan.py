@@ -24,6 +24,8 @@ has one, else 0.
 from __future__ import annotations
 
 from vidur_specdec.pricing.plan import (  # noqa: F401 (re-exported: where the engine's modules read them)
+    DecodePart,
+    PrefillPart,
     RequestPlan,
     StepComposition,
     StepPlan,
@@ -36,22 +38,30 @@ PLAN_ATTRIBUTE = "step_plan"  # the one attribute this project sets on a Vidur B
 
 
 def plan_batch(batch, k: int = 0, drafter_sync: bool = False, draft_recompute: tuple = ()) -> StepPlan:
-    """The plan of a formed batch: its requests as they stand (``planned`` = (guesses, accepted) where set).
+    """The plan of a formed batch: its requests as they stand (``planned`` = (guesses, accepted) where set),
+    its decoding requests first, then its prefill chunks (a Sarathi batch's own order).
 
     Read once per batch by the scheduler, before any request of it advances.
     """
-    rows = []
+    dec = DecodePart([], [], [], [], [], [], [], [])
+    pre = PrefillPart([], [], [], [], [])
     for req, q, kv in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens):
-        c = kv - q
-        if req.is_prefill_complete:
+        part = dec if req.is_prefill_complete else pre
+        part.ids.append(getattr(req, "id", -1))
+        part.indices.append(getattr(req, "index", -1))
+        part.context.append(kv - q)
+        if part is dec:
             planned = getattr(req, "planned", None)
             g, a = planned if planned is not None else (q - 1, 0)
-            rows.append((getattr(req, "id", -1), getattr(req, "index", -1), True, q, c, g, a,
-                         getattr(req, "catchup_tokens", 1), getattr(req, "previous_q_tokens", 1), False))
-        else:  # the chunk completes the prompt: its last position needs logits
-            rows.append((getattr(req, "id", -1), getattr(req, "index", -1), False, q, c, 0, 0, 1, 1,
-                         kv >= req.num_prefill_tokens))
-    return build_plan(k, drafter_sync, rows, draft_recompute)
+            dec.charged.append(q)
+            dec.guesses.append(g)
+            dec.accepted.append(a)
+            dec.catchup.append(getattr(req, "catchup_tokens", 1))
+            dec.previous_q.append(getattr(req, "previous_q_tokens", 1))
+        else:
+            pre.chunks.append(q)
+            pre.completes.append(kv >= req.num_prefill_tokens)  # the chunk completes the prompt: logits
+    return build_plan(k, drafter_sync, dec, pre, draft_recompute)
 
 
 def attach(batch, plan: StepPlan) -> None:

@@ -102,6 +102,8 @@ class MeanLayer:
 
     def prefill_ms(self, comp) -> float:
         """Prefill attention of the step's chunks (ms, mean layer)."""
+        if not comp.prefill and self.global_mix is None:
+            return 0.0
         m = self.m
         if self.global_mix is not None:
             return self.global_mix.prefill_ms(m.prefill_attention_ms, comp.prefill)

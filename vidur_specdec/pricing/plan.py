@@ -48,7 +48,8 @@ class StepComposition(NamedTuple):
 
     @property
     def max_guesses(self) -> int:
-        return max(self.decode_q, default=1) - 1
+        q = self.decode_q
+        return max(q) - 1 if q else 0
 
 
 class RequestPlan(NamedTuple):
@@ -81,7 +82,8 @@ class RequestPlan(NamedTuple):
 
 
 class StepPlan(NamedTuple):
-    """One engine step as the scheduler planned it: per-request columns (in the batch's order) and flags.
+    """One engine step as the scheduler planned it: per-request columns (decoding requests first, then
+    prefill chunks, as Sarathi forms a step; a data-parallel group's: its ranks' side by side) and flags.
 
     Columns (one entry per request): ``request_ids``, ``indices`` (workload
     positions), ``decoding`` (prefill complete: a decode or verify step; else a
@@ -145,47 +147,61 @@ class StepPlan(NamedTuple):
             self.accepted))
 
 
-def build_plan(k: int, drafter_sync: bool, rows: Sequence[tuple], draft_recompute: Tuple[int, ...] = ()) -> StepPlan:
-    """A plan from one row per request, in step order.
+class DecodePart(NamedTuple):
+    """The decoding requests of a step, as columns in step order (lists, one entry per request).
 
-    A row is ``(request_id, index, decoding, tokens_charged, context, guesses, accepted, catchup,
-    previous_q, completes_prompt)``: ``catchup`` / ``previous_q`` are a decoding request's tokens
-    advanced / charged in its previous step (1 when unknown), ``completes_prompt`` whether a
-    prefill chunk reaches the prompt's end (its last position needs logits).
+    ``catchup`` / ``previous_q``: each request's tokens advanced / charged in its previous decode step
+    (1 when unknown).
     """
-    ids, idx, dec, charged, ctx, gs, acc = [], [], [], [], [], [], []
-    dq, dctx, pf, dc, dp = [], [], [], [], []
-    rows_out = verifying = guesses_total = accepted_total = prefill_tokens = num_tokens = 0
-    for rid, index, decoding, q, c, g, a, catchup, prev_q, completes in rows:
-        ids.append(rid)
-        idx.append(index)
-        charged.append(q)
-        ctx.append(c)
-        dec.append(decoding)
-        num_tokens += q
-        if decoding:
-            gs.append(g)
-            acc.append(a)
-            guesses_total += g
-            accepted_total += a
-            dq.append(q)
-            dctx.append(c)
-            dc.append(catchup)
-            dp.append(prev_q)
-            rows_out += q
-            if q > 1:
-                verifying += 1
-        else:
-            gs.append(0)
-            acc.append(0)
-            prefill_tokens += q
-            pf.append((c, q))
-            if completes:
-                rows_out += 1
-    comp = StepComposition(num_tokens, dq, dctx, pf, dc, dp, drafter_sync)
-    return StepPlan(k, drafter_sync, tuple(ids), tuple(idx), tuple(dec), tuple(charged), tuple(ctx), tuple(gs),
-                    tuple(acc), comp, num_tokens, len(dq), guesses_total, accepted_total, prefill_tokens,
-                    sum(ctx), rows_out, verifying, None, tuple(draft_recompute))
+
+    ids: List[int]
+    indices: List[int]
+    charged: List[int]  # tokens charged: 1 + guesses
+    context: List[int]
+    guesses: List[int]
+    accepted: List[int]
+    catchup: List[int]
+    previous_q: List[int]
+
+
+class PrefillPart(NamedTuple):
+    """The prefill chunks of a step, as columns in step order; ``completes``: the chunk reaches its prompt's end
+    (its last position needs logits)."""
+
+    ids: List[int]
+    indices: List[int]
+    chunks: List[int]
+    context: List[int]
+    completes: List[bool]
+
+
+NO_PREFILL = PrefillPart([], [], [], [], [])
+
+
+def build_plan(k: int, drafter_sync: bool, dec: DecodePart, pre: PrefillPart = NO_PREFILL,
+               draft_recompute: Tuple[int, ...] = ()) -> StepPlan:
+    """The plan of a step whose decoding requests (``dec``) come first and its prefill chunks (``pre``) after,
+    the order every Sarathi step is formed in (:mod:`vidur_specdec.engine.core.sarathi`). The one constructor
+    of a scheduled step's plan: the engine core, the Vidur-backed scheduler and the builders below call it."""
+    nd, npf = len(dec.ids), len(pre.ids)
+    dq = dec.charged
+    d_tokens = sum(dq)
+    p_tokens = sum(pre.chunks)
+    num_tokens = d_tokens + p_tokens
+    if npf:
+        zeros = (0,) * npf
+        comp = StepComposition(num_tokens, dq, dec.context, list(zip(pre.context, pre.chunks)), dec.catchup,
+                               dec.previous_q, drafter_sync)
+        return StepPlan(k, drafter_sync, tuple(dec.ids + pre.ids), tuple(dec.indices + pre.indices),
+                        (True,) * nd + (False,) * npf, tuple(dq + pre.chunks), tuple(dec.context + pre.context),
+                        tuple(dec.guesses) + zeros, tuple(dec.accepted) + zeros, comp, num_tokens, nd,
+                        sum(dec.guesses), sum(dec.accepted), p_tokens, sum(dec.context) + sum(pre.context),
+                        d_tokens + sum(pre.completes), nd - dq.count(1), None, tuple(draft_recompute))
+    comp = StepComposition(num_tokens, dq, dec.context, [], dec.catchup, dec.previous_q, drafter_sync)
+    return StepPlan(k, drafter_sync, tuple(dec.ids), tuple(dec.indices), (True,) * nd, tuple(dq),
+                    tuple(dec.context), tuple(dec.guesses), tuple(dec.accepted), comp, num_tokens, nd,
+                    sum(dec.guesses), sum(dec.accepted), 0, sum(dec.context), d_tokens, nd - dq.count(1), None,
+                    tuple(draft_recompute))
 
 
 def merge_ranks(parts: Sequence[Optional[StepPlan]]) -> StepPlan:
@@ -225,8 +241,9 @@ def decode_plan(batch_size: int, k: int, context: int, ranks: int = 1) -> StepPl
     """A step of ``batch_size`` decoding requests, each charged ``k + 1`` tokens at ``context`` tokens of KV
     (none accepted; a request's previous step charged and advanced 1); ``ranks`` > 1: every rank of a
     data-parallel group runs that same step (``tune``'s per-rank batch size)."""
-    rows = [(i, -1, True, k + 1, context, k, 0, 1, 1, False) for i in range(batch_size)]
-    plan = build_plan(k, False, rows)
+    n = batch_size
+    plan = build_plan(k, False, DecodePart(list(range(n)), [-1] * n, [k + 1] * n, [context] * n, [k] * n, [0] * n,
+                                           [1] * n, [1] * n))
     return merge_ranks([plan] * ranks) if ranks > 1 else plan
 
 
@@ -236,10 +253,11 @@ def plan_from_lists(decode_q: Sequence[int], decode_ctx: Sequence[int], prefill:
     ``(context before, chunk)``; every chunk is taken to complete its prompt (one logits row each);
     ``k`` None: the largest guesses in the step; ``num_tokens`` the step's token count when it is not
     the sum of its parts (a step log's padded batch: the linear layers run on it)."""
-    rows = [(i, -1, True, q, c, q - 1, 0, 1, 1, False) for i, (q, c) in enumerate(zip(decode_q, decode_ctx))]
-    n = len(rows)
-    rows += [(n + j, -1, False, chunk, c, 0, 0, 1, 1, True) for j, (c, chunk) in enumerate(prefill)]
-    plan = build_plan(max((q - 1 for q in decode_q), default=0) if k is None else k, False, rows)
+    n, m = len(decode_q), len(prefill)
+    dec = DecodePart(list(range(n)), [-1] * n, list(decode_q), list(decode_ctx), [q - 1 for q in decode_q], [0] * n,
+                     [1] * n, [1] * n)
+    pre = PrefillPart(list(range(n, n + m)), [-1] * m, [c for _, c in prefill], [kv for kv, _ in prefill], [True] * m)
+    plan = build_plan(max((q - 1 for q in decode_q), default=0) if k is None else k, False, dec, pre)
     if num_tokens is not None and int(num_tokens) != plan.num_tokens:
         n = int(num_tokens)
         plan = plan._replace(num_tokens=n, composition=plan.composition._replace(num_tokens=n))

@@ -39,14 +39,13 @@ class StepPrice:
     """One step's (or pipeline stage's) time in parts (module docstring); times in ms, ``total_time`` in s."""
 
     __slots__ = ("plan", "k", "num_layers", "layer_ops", "verify_ms", "draft_ms", "comm_ms", "lm_head_ms",
-                 "sampling_ms", "overhead_ms", "moe_ms", "experts_touched", "send_ms", "a2a_ms", "total_time",
-                 "model_time", "dp")
+                 "sampling_ms", "overhead_ms", "moe_ms", "experts_touched", "send_ms", "a2a_ms", "total_time", "dp")
 
     def __init__(self, plan, num_layers: int, layer_ops: tuple, draft_ms: float, comm_ms: float,
                  lm_head_ms: float = 0.0, sampling_ms: float = 0.0, overhead_ms: float = 0.0,
-                 moe_ms: float = 0.0, experts_touched: float = 0.0, beyond_ms: float = None) -> None:
+                 moe_ms: float = 0.0, experts_touched: float = 0.0) -> None:
         self.plan = plan
-        self.k = plan.k if plan is not None else 0  # the k the step's guesses were drawn with (0: none)
+        self.k = plan.k  # the k the step's guesses were drawn with (0: none)
         self.num_layers = num_layers
         self.layer_ops = layer_ops
         target_s = layers_time_s(num_layers, layer_ops)
@@ -61,10 +60,12 @@ class StepPrice:
         self.send_ms = layer_ops[13]  # this stage's send to the next (0: the last stage)
         self.a2a_ms = 0.0
         self.dp = None  # a data-parallel group: (slowest rank ms, mean rank ms, idle ranks)
-        if beyond_ms is None:
-            beyond_ms = draft_ms + ((lm_head_ms + sampling_ms) + overhead_ms)
-        self.total_time = target_s + beyond_ms * 1e-3
-        self.model_time = self.total_time
+        self.total_time = target_s + (draft_ms + ((lm_head_ms + sampling_ms) + overhead_ms)) * 1e-3
+
+    @property
+    def model_time(self) -> float:
+        """The same as ``total_time`` (s): Vidur reads both."""
+        return self.total_time
 
     @property
     def duration_ms(self) -> float:
@@ -76,13 +77,11 @@ class StepPrice:
         self.a2a_ms = a2a_ms
         self.verify_ms += a2a_ms
         self.total_time += a2a_ms * 1e-3
-        self.model_time += a2a_ms * 1e-3
 
     def add_draft(self, ms: float) -> None:
         """Add drafter time (ms) beyond the step's proposer (a decode instance recomputing draft KV)."""
         self.draft_ms += ms
         self.total_time += ms * 1e-3
-        self.model_time += ms * 1e-3
 
     def dp_columns(self) -> tuple:
         """``steps.csv``'s data-parallel columns: all-to-all ms, slowest and mean rank ms, idle ranks."""

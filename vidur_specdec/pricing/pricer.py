@@ -37,7 +37,7 @@ from typing import Optional
 
 from vidur_specdec.costs import pipeline
 from vidur_specdec.costs.step_overheads import StepCost
-from vidur_specdec.pricing.layers import MeanLayer
+from vidur_specdec.pricing.layers import MEMO_LIMIT, MeanLayer
 from vidur_specdec.pricing.plan import StepComposition, StepPlan
 from vidur_specdec.pricing.price import StepPrice
 from vidur_specdec.speculation.proposers.base import ProposerContext
@@ -73,6 +73,7 @@ class StepPricer:
             proposer.bind(ProposerContext(kernels.device, self.tp, all_reduce, kernels))
         self.layer = MeanLayer(target, model, self.tp, kernels, verify_cost, ep=self.ep)
         self.num_layers = model.num_layers
+        self._extra = {}  # (logit rows, requests, verifying) -> StepCost
         if self.pp > 1:
             self.stage_ranges = [pipeline.stage_range(model.num_layers, self.pp, s) for s in range(self.pp)]
             self.aux = [pipeline.aux_states_sent(model.num_layers, self.pp, s) if eagle3_aux else 0
@@ -103,10 +104,17 @@ class StepPricer:
 
     # ------------------------------------------------------------------ parts
     def extra(self, plan: StepPlan) -> Optional[StepCost]:
-        """The step's LM head, sampling and engine overhead, or None without overheads."""
+        """The step's LM head, sampling and engine overhead, or None without overheads (memoised: they depend on
+        the rows that need logits, the requests and the requests verifying only)."""
         if self.overheads is None:
             return None
-        return self.overheads.cost_rows(plan.logit_rows, len(plan.request_ids), plan.verifying)
+        key = (plan.logit_rows, len(plan.request_ids), plan.verifying)
+        got = self._extra.get(key)
+        if got is None:
+            if len(self._extra) >= MEMO_LIMIT:
+                self._extra.clear()
+            got = self._extra[key] = self.overheads.cost_rows(*key)
+        return got
 
     def draft_ms(self, comp: StepComposition) -> float:
         """The proposer's time (ms) for a step of composition ``comp``."""

@@ -44,7 +44,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from vidur_specdec.config.seeds import ACCEPTANCE_SPREAD_STREAM, ACCEPTANCE_STREAM, beta_around
+from vidur_specdec.config.seeds import ACCEPTANCE_SPREAD_STREAM, ACCEPTANCE_STREAM, beta_around, uniform_stream
 from vidur_specdec.speculation.acceptance_factors import category_ratio, context_factor, scale_first
 from vidur_specdec.speculation.tree import acceptance_positions
 
@@ -97,14 +97,20 @@ def alpha_for_config(spec) -> float:
 class RequestAcceptance:
     """One request's acceptance: ``next(guesses, position)`` -> accepted guesses of its next decode step."""
 
-    def __init__(self, cdf: List[float], k: int, uniforms: np.ndarray) -> None:
-        self._cdf, self._k, self._u = cdf, k, uniforms
+    def __init__(self, cdf: List[float], k: int, uniforms) -> None:
+        self._cdf, self._k = cdf, k
+        self._u = uniforms.tolist() if isinstance(uniforms, np.ndarray) else uniforms  # Python floats: fast (read only)
+        self._n = len(self._u)
         self._i = 0
 
     def next(self, guesses: int, position: int) -> int:
-        u = self._u[self._i] if self._i < len(self._u) else self._u[-1]
-        self._i += 1
-        return min(bisect_right(self._cdf, u), guesses, self._k)
+        i = self._i
+        u = self._u[i] if i < self._n else self._u[-1]
+        self._i = i + 1
+        a = bisect_right(self._cdf, u)
+        if guesses < a:
+            a = guesses
+        return a if a < self._k else self._k
 
 
 class AcceptanceModel:
@@ -158,10 +164,9 @@ class AcceptanceModel:
         """The request's own α (Beta around the mean), or None without spread."""
         return beta_around(self.alpha, self.spread, self._seed, ACCEPTANCE_SPREAD_STREAM, request_index)
 
-    def stream(self, request_index: int, max_draws: int) -> np.ndarray:
+    def stream(self, request_index: int, max_draws: int) -> List[float]:
         """The request's uniforms, one per decode step (``max_draws`` bounds its steps)."""
-        rng = np.random.default_rng([self._seed, ACCEPTANCE_STREAM, int(request_index)])
-        return rng.random(max(1, int(max_draws)))
+        return uniform_stream(self._seed, ACCEPTANCE_STREAM, request_index, max_draws)
 
     def for_request(self, request) -> RequestAcceptance:
         """The acceptance source of one request (keyed by its workload index)."""

@@ -44,11 +44,11 @@ count: the same seed gives the same proposals whatever shares the batches.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
-from vidur_specdec.config.seeds import PROPOSAL_SPREAD_STREAM, PROPOSAL_STREAM, beta_around
+from vidur_specdec.config.seeds import PROPOSAL_SPREAD_STREAM, PROPOSAL_STREAM, beta_around, uniform_stream
 
 DEFAULT_PROMPT_LOOKUP = 5  # vLLM 0.33 vllm/config/speculative.py: both 5 when neither is set
 
@@ -77,7 +77,7 @@ class RequestProposals:
 
     __slots__ = ("_match", "_length", "_min_context")
 
-    def __init__(self, match: np.ndarray, length: Optional[np.ndarray], min_context: int) -> None:
+    def __init__(self, match: Sequence[bool], length: Optional[Sequence[int]], min_context: int) -> None:
         self._match, self._length, self._min_context = match, length, min_context
 
     def guesses(self, step: int, k: int, context_tokens: int) -> int:
@@ -123,12 +123,11 @@ class ProposalModel:
     def for_request(self, request) -> RequestProposals:
         """The proposals of one request (keyed by its workload index), one draw per decode step."""
         n = max(1, int(request.output_tokens))
-        rng = np.random.default_rng([self._seed, PROPOSAL_STREAM, int(request.index)])
-        u = rng.random((n, 2))
+        u = np.array(uniform_stream(self._seed, PROPOSAL_STREAM, request.index, 2 * n)).reshape(n, 2)
         match = u[:, 0] < self.request_rate(request.index)
         length = None
         if self.max_depth is not None:  # suffix: matched length m uniform in 1..depth, guesses factor * m
             m = 1 + np.floor(u[:, 1] * self.max_depth)
             length = np.floor(self.spec_factor * m + 1e-9).astype(int)
             match &= length > 0
-        return RequestProposals(match, length, self.min_context)
+        return RequestProposals(match.tolist(), None if length is None else length.tolist(), self.min_context)

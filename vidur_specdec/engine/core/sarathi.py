@@ -31,7 +31,7 @@ from __future__ import annotations
 from math import ceil
 from typing import List, Optional
 
-from vidur_specdec.pricing.plan import build_plan
+from vidur_specdec.pricing.plan import NO_PREFILL, DecodePart, PrefillPart, build_plan
 from vidur_specdec.speculation.schedule import KSchedule
 
 
@@ -80,6 +80,8 @@ class SarathiRank:
         self.lookahead = sched.num_lookahead_tokens if acc is not None else 0
         self.drafter_sync = bool(sched.drafter_sync) and acc is not None
         self.proposal_model = sched.proposals if acc is not None else None
+        self.trace = acc is not None and hasattr(acc, "line")  # an acceptance trace: its lines may give proposals
+        self.proposes_less = self.proposal_model is not None or self.trace  # a request may guess fewer than k
         self.charge_empty = self.proposal_model is not None and self.proposal_model.runner == "v2"
         self.reserve = {}  # request id -> tokens past processed + 1 its KV is held for (this step)
         self.no_proposal = set()  # request ids of this step whose proposer made no guess
@@ -104,37 +106,32 @@ class SarathiRank:
     def free(self, rid: int) -> None:
         self.allocated -= self.alloc.pop(rid)
 
-    def _lookahead_blocks(self, r) -> int:
-        tokens = r.processed + self.reserve[r.id] + 1
-        return max(0, ceil(tokens / self.block_size) - self.alloc[r.id])
+    def _decode_blocks(self, r) -> tuple:
+        """(blocks a decoding request needs free, blocks it takes) this step: with guesses or lookahead its KV
+        for ``processed + 1 + reserve`` tokens (at least one block free); else vLLM's one free block, taking one
+        when its newest token starts a block."""
+        held = self.alloc[r.id]
+        reserve = self.reserve.get(r.id, 0)
+        if reserve > 0:
+            need = -(-(r.processed + reserve + 1) // self.block_size) - held
+            if need < 0:
+                need = 0
+            return (need if need > 1 else 1), need
+        return 1, (1 if r.processed - held * self.block_size > 0 else 0)
 
     def can_allocate(self, r) -> bool:
-        rid = r.id
-        if rid not in self.alloc:  # a new (or restarted) request: its prompt's blocks above the watermark
+        if r.id not in self.alloc:  # a new (or restarted) request: its prompt's blocks above the watermark
             return self.num_blocks - self.allocated - ceil(r.prefill_tokens / self.block_size) >= self.watermark_blocks
-        if self.reserve.get(rid, 0) > 0:  # speculating: its guesses' and lookahead's blocks
-            return self.num_blocks - self.allocated >= max(1, self._lookahead_blocks(r))
-        return self.num_blocks - self.allocated >= 1  # vLLM needs at least one free block
+        return self.num_blocks - self.allocated >= self._decode_blocks(r)[0]
 
-    def _allocate_for(self, r) -> None:
-        rid = r.id
-        if rid not in self.alloc:
-            self.allocate(rid, ceil(r.prefill_tokens / self.block_size))
-            return
-        if self.reserve.get(rid, 0) > 0:
-            blocks = self._lookahead_blocks(r)
-            if blocks:
-                self.allocate(rid, blocks)
-            return
-        if r.processed - self.alloc[rid] * self.block_size > 0:  # the one token past its blocks
-            self.allocate(rid, 1)
+    def _allocate_new(self, r) -> None:
+        self.allocate(r.id, ceil(r.prefill_tokens / self.block_size))
 
     # ------------------------------------------------------------------ tokens charged
     def _proposed(self, r, k: int) -> Optional[int]:
         """Guesses the proposer makes for ``r`` this step (None: k, a fixed-k proposer)."""
-        src = self._source(r)
-        if src is not None and getattr(src, "proposed_at", None) is not None:
-            p = src.proposed_at(r.processed - r.prompt_tokens)
+        if self.trace:
+            p = self._source(r).proposed_at(r.processed - r.prompt_tokens)
             if p is not None:
                 return min(k, p)
         if self.proposal_model is None:
@@ -149,9 +146,7 @@ class SarathiRank:
         return r.acceptance
 
     def _from_trace(self, r) -> bool:
-        src = self._source(r)
-        return src is not None and getattr(src, "proposed_at", None) is not None \
-            and src.proposed_at(r.processed - r.prompt_tokens) is not None
+        return self.trace and self._source(r).proposed_at(r.processed - r.prompt_tokens) is not None
 
     def _wanted_guesses(self, r) -> int:
         """Guesses with an unlimited budget: min(k, tokens left − 1, drafter context left)."""
@@ -160,8 +155,8 @@ class SarathiRank:
         if self.tree_nodes is not None:
             return self.tree_nodes if left >= 1 else 0
         k = self.k
-        wanted = min(k, left)
-        if self.acceptance is not None:
+        wanted = k if k < left else left
+        if self.proposes_less:
             proposed = self._proposed(r, k)
             if proposed is not None and proposed < k:
                 if proposed == 0:
@@ -170,7 +165,7 @@ class SarathiRank:
                     wanted = min(wanted, proposed)  # v1 (or a trace): charged only what was proposed
         if self.max_draft_context is not None:
             wanted = min(wanted, self.max_draft_context - processed)
-        return max(0, wanted)
+        return wanted if wanted > 0 else 0
 
     # ------------------------------------------------------------------ forming a step
     def next_step(self) -> Optional[Step]:
@@ -180,33 +175,39 @@ class SarathiRank:
         self.no_proposal.clear()
         running = self.running
         cap = self.max_micro_batch
-        decodes = sum(1 for r in running if r.prefill_complete)
+        decodes = 0
+        for r in running:
+            if r.prefill_complete:
+                decodes += 1
         to_place = cap if decodes > cap else decodes
         chunk = self.chunk_size
         lookahead = self.lookahead
         tree = self.tree_nodes
-        requests, qs, kvs, skipped, prefills = [], [], [], [], []
+        guessing = self.k_max > 0 or tree is not None
+        dec, pre = [], []  # the step's decoding requests and prefill chunks, in step order
+        dq, pq = [], []  # their tokens charged
+        skipped, prefills = [], []
         total = 0
+        alloc = self.alloc
         while running:
-            if len(requests) == cap:
+            if len(dec) == cap:
                 break
             r = running.pop(0)
             if not r.prefill_complete:
                 prefills.append(r)
                 continue
             # tokens charged: 1 + guesses, one token of the budget kept for every decode still to be placed
-            to_place = to_place - 1 if to_place > 0 else 0
-            budget_left = chunk - total - to_place
-            guesses = self._wanted_guesses(r) if self.k_max or tree is not None else 0
-            if guesses > budget_left - 1:
-                guesses = budget_left - 1
-            if guesses < 0:
-                guesses = 0
+            if to_place > 0:
+                to_place -= 1
+            guesses = self._wanted_guesses(r) if guessing else 0
+            budget = chunk - total - to_place - 1
+            if guesses > budget:
+                guesses = budget if budget > 0 else 0
             if tree is not None and guesses < tree:
                 guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
             reserve[r.id] = guesses + lookahead
-            q = 1 + guesses
-            while not self.can_allocate(r):
+            free_needed, take = self._decode_blocks(r)
+            while self.num_blocks - self.allocated < free_needed:  # preempt the newest running request
                 if running:
                     victim = running.pop()
                     victim.restart()
@@ -218,20 +219,22 @@ class SarathiRank:
                     self.queue.insert(0, r)
                     break
             else:
-                self._allocate_for(r)
-                total += q
-                requests.append(r)
-                qs.append(q)
-                kvs.append(r.processed + q)
+                if take:
+                    self.allocated += take
+                    alloc[r.id] += take
+                total += 1 + guesses
+                dec.append(r)
+                dq.append(1 + guesses)
         for r in prefills:
-            q = min(r.prefill_tokens - r.processed, chunk - total)
+            q = r.prefill_tokens - r.processed
+            if q > chunk - total:
+                q = chunk - total
             if q <= 0:
                 skipped.append(r)
                 continue
             total += q
-            requests.append(r)
-            qs.append(q)
-            kvs.append(r.processed + q)
+            pre.append(r)
+            pq.append(q)
         if skipped or running:
             running = skipped + running
             running.sort(key=_arrived)
@@ -239,59 +242,77 @@ class SarathiRank:
         queue = self.queue
         cap_seqs = self.batch_size_cap
         while queue:
-            if len(self.alloc) == cap_seqs or len(requests) == cap:
+            if len(alloc) == cap_seqs or len(dec) + len(pre) == cap:
                 break
             r = queue[0]
             if not self.can_allocate(r):
                 break
-            q = min(r.prefill_tokens - r.processed, chunk - total) if not r.prefill_complete else 1
+            q = r.prefill_tokens - r.processed
+            if q > chunk - total:
+                q = chunk - total
             if q <= 0:
                 break
             queue.pop(0)
-            self._allocate_for(r)
+            if r.id in alloc:  # a decode instance's loaded prompt: its blocks are held
+                self._allocate_held(r)
+            else:
+                self._allocate_new(r)
             total += q
-            requests.append(r)
-            qs.append(q)
-            kvs.append(r.processed + q)
-        if not requests:
+            pre.append(r)
+            pq.append(q)
+        if not dec and not pre:
             return None
-        return Step(requests, qs, self._plan(requests, qs, kvs))
+        return Step(dec + pre, dq + pq, self._plan(dec, dq, pre, pq))
 
-    def _plan(self, requests, qs, kvs):
+    def _allocate_held(self, r) -> None:
+        """A request already holding blocks (a decode instance's loaded prompt) takes one more when its next
+        token starts a block (Sarathi's rule)."""
+        if r.processed - self.alloc[r.id] * self.block_size > 0:
+            self.allocate(r.id, 1)
+
+    def _plan(self, dec, dq, pre, pq):
         """Draw each decoding request's accepted guesses and write the step's plan."""
         k = self.k  # the k this step's guesses were drawn with (steps.csv column k)
         # a scheduled k = 0 step: vLLM's GPU drafter still runs its first pass to keep its KV in sync
         sync = self.drafter_sync and self.schedule is not None and k == 0
         if self.schedule is not None:  # the next step's k, from this step's scheduled requests (vLLM)
-            self.k = self.schedule.k_for(len(requests))
+            self.k = self.schedule.k_for(len(dec) + len(pre))
         acc = self.acceptance
         tree = self.tree_nodes
         no_proposal = self.no_proposal
-        rows = []
-        for r, q, kv in zip(requests, qs, kvs):
-            if not r.prefill_complete:
-                rows.append((r.id, r.index, False, q, kv - q, 0, 0, 1, 1, kv >= r.prefill_tokens))
-                continue
+        ids, idx, ctx, gs, accs, catch, prev = [], [], [], [], [], [], []
+        for r, q in zip(dec, dq):
             guesses = q - 1
             accepted = 0
             if acc is not None and r.id not in no_proposal:
-                if r.acceptance is None:
-                    r.acceptance = acc.for_request(r)
+                src = r.acceptance
+                if src is None:
+                    src = r.acceptance = acc.for_request(r)
                 # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
                 limit = guesses if tree is None else min(guesses, r.total_tokens - r.processed - 1)
-                accepted = r.acceptance.next(limit, r.processed - r.prompt_tokens)
+                accepted = src.next(limit, r.processed - r.prompt_tokens)
             r.planned_guesses = guesses
             r.planned_accepted = accepted
-            rows.append((r.id, r.index, True, q, kv - q, guesses, accepted, r.catchup_tokens, r.previous_q_tokens,
-                         False))
-        return build_plan(k, sync, rows, self._draft_recompute(requests))
+            ids.append(r.id)
+            idx.append(r.index)
+            ctx.append(r.processed)
+            gs.append(guesses)
+            accs.append(accepted)
+            catch.append(r.catchup_tokens)
+            prev.append(r.previous_q_tokens)
+        d = DecodePart(ids, idx, dq, ctx, gs, accs, catch, prev)
+        if not pre:
+            return build_plan(k, sync, d, NO_PREFILL, self._draft_recompute(pre))
+        p = PrefillPart([r.id for r in pre], [r.index for r in pre], pq, [r.processed for r in pre],
+                        [r.processed + q >= r.prefill_tokens for r, q in zip(pre, pq)])
+        return build_plan(k, sync, d, p, self._draft_recompute(pre))
 
-    def _draft_recompute(self, requests) -> tuple:
+    def _draft_recompute(self, prefills) -> tuple:
         """Tokens each loaded prompt's drafter pass covers in this step, on a decode instance whose draft KV was
         not moved (``disaggregation.draft_kv: recompute``): the prompt but its last token."""
         if not self.recompute_draft:
             return ()
-        return tuple(r.prompt_tokens - 1 for r in requests
+        return tuple(r.prompt_tokens - 1 for r in prefills
                      if r.kv_loaded and not r.prefill_complete and r.num_restarts == 0
                      and r.processed == r.prompt_tokens - 1 and r.prompt_tokens > 1)
 
