@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vidur_specdec.engine import deployment  # noqa: E402
-from vidur_specdec.engine.predictor import StepComposition  # noqa: E402
+from vidur_specdec.pricing.plan import StepComposition  # noqa: E402
 from vidur_specdec.engine.resolve import load, priced, resolve  # noqa: E402
 from vidur_specdec.hardware.collectives import all_reduce_model  # noqa: E402
 from vidur_specdec.speculation.proposers.base import ProposerContext  # noqa: E402

@@ -38,13 +38,7 @@ from vidur.execution_time_predictor.random_forrest_execution_time_predictor impo
 )
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import SklearnExecutionTimePredictor
 
-from vidur_specdec.engine.predictor import (
-    LINEAR_OPS,
-    OperatorTimeModel,
-    clear_memory_cache,
-    load_time_model,
-    locate_profile,
-)
+from vidur_specdec.costs.operator_model import LINEAR_OPS, OperatorTimeModel, clear_memory_cache, load_time_model, locate_profile
 
 REPO = Path(__file__).resolve().parents[1]
 MAPE = SklearnExecutionTimePredictor.mean_absolute_percentage_error

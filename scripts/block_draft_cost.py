@@ -42,7 +42,7 @@ def sets(method: str, k: int) -> list:
 
 def draft_ms(method: str, k: int, batch: int) -> float:
     """The drafter's time (ms) of one decode step of ``batch`` requests each guessing ``k``."""
-    from vidur_specdec.engine.predictor import StepComposition
+    from vidur_specdec.pricing.plan import StepComposition
     from vidur_specdec.engine.resolve import load
     from vidur_specdec.engine.simulation import prepare
 

@@ -36,10 +36,15 @@ def measured_profiles() -> str:
 @contextlib.contextmanager
 def each_batch(check):
     """While in use, ``check(scheduler, batch)`` sees every batch the speculative replica scheduler forms
-    (a spy on its ``_get_next_batch``, Vidur's hook; restored on exit)."""
-    from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
+    (a spy on its ``_get_next_batch``, Vidur's hook; restored on exit). Runs go to the Vidur-backed reference
+    meanwhile, whose scheduler state the checks read; the engine core is held to the reference's tables
+    (tests/test_engine_core.py), so what holds there holds on the core."""
+    from vidur_specdec.engine import simulation
+    from vidur_specdec.engine.reference.run import run_reference
+    from vidur_specdec.engine.reference.scheduler import SpecSarathiReplicaScheduler
 
     orig = SpecSarathiReplicaScheduler._get_next_batch
+    orig_core = simulation.run_core
 
     def spy(sched, time):
         batch = orig(sched, time)
@@ -48,10 +53,12 @@ def each_batch(check):
         return batch
 
     SpecSarathiReplicaScheduler._get_next_batch = spy
+    simulation.run_core = run_reference
     try:
         yield
     finally:
         SpecSarathiReplicaScheduler._get_next_batch = orig
+        simulation.run_core = orig_core
 
 
 def unwritable_folder(tmp_path, name: str):

@@ -3,7 +3,7 @@
 import pytest
 
 from vidur_specdec.config import ConfigError
-from vidur_specdec.engine.predictor import StepComposition
+from vidur_specdec.pricing.plan import StepComposition
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.engine.simulation import prepare
 from vidur_specdec.speculation import proposers

@@ -65,7 +65,7 @@ class _Rank:
 
 
 def test_router_is_vllms_least_loaded():
-    from vidur_specdec.engine.dp_group import DPGroupReplicaScheduler
+    from vidur_specdec.engine.reference.dp_group import DPGroupReplicaScheduler
 
     group = DPGroupReplicaScheduler.__new__(DPGroupReplicaScheduler)
     group.ranks, group._start, group.rank_of = [_Rank(running=3), _Rank(running=1), _Rank(running=1)], 0, {}

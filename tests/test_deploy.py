@@ -215,7 +215,7 @@ def test_llama3_target_with_llama3_drafter_runs(tmp_path):
 
 
 def test_larger_tp_is_never_slower_per_layer():
-    from vidur_specdec.engine.predictor import OperatorTimeModel
+    from vidur_specdec.costs.operator_model import OperatorTimeModel
     from vidur_specdec.costs.profiles import build_profile
 
     spec = KNOWN_MODELS[L31_70B].__class__(**{**KNOWN_MODELS[L31_70B].to_dict(), "max_model_len": 2048})
@@ -252,7 +252,8 @@ def test_context_cover_of_built_profiles():
 def test_vidur_model_registration_survives_gc(tmp_path):
     from vidur.config.model_config import BaseModelConfig
 
-    from vidur_specdec.engine.simulation import vidur_config, prepare, vidur_model_name
+    from vidur_specdec.engine.reference.run import scheduler_config, vidur_config, vidur_model_name
+    from vidur_specdec.engine.simulation import prepare
 
     spec = KNOWN_MODELS["meta-llama/Llama-2-13b-hf"]
     name = vidur_model_name(spec)
@@ -269,7 +270,7 @@ def test_vidur_model_registration_survives_gc(tmp_path):
     assert other_name != name and BaseModelConfig.create_from_name(other_name).num_layers == 2
     p = prepare(load(cfg_with(tmp_path, model=L31_70B, device="h200", parallel={"tensor_parallel_size": 2})))
     gc.collect()
-    rc = vidur_config(p, p.scheduler, object).cluster_config.replica_config
+    rc = vidur_config(p, scheduler_config(p), object).cluster_config.replica_config
     assert (rc.tensor_parallel_size, rc.device, rc.model_config.num_layers) == (2, "h100", 80)
 
 

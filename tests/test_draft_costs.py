@@ -5,7 +5,7 @@ import pytest
 from conftest import each_batch, small
 from vidur_specdec import simulate
 from vidur_specdec.config import ConfigError
-from vidur_specdec.engine.predictor import StepComposition
+from vidur_specdec.pricing.plan import StepComposition
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads, draft_passes
 

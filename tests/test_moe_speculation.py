@@ -5,7 +5,7 @@ import pytest
 from vidur_specdec.architectures.models import KNOWN_MODELS
 from vidur_specdec.config import ConfigError
 from vidur_specdec.engine import deployment
-from vidur_specdec.engine.predictor import StepComposition
+from vidur_specdec.pricing.plan import StepComposition
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.speculation import proposers
 from vidur_specdec.speculation.proposers import heads

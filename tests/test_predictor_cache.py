@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from vidur_specdec.engine import predictor
-from vidur_specdec.engine.predictor import OperatorTimeModel, clear_memory_cache, load_time_model, locate_profile
+from vidur_specdec.costs import operator_model as predictor
+from vidur_specdec.costs.operator_model import OperatorTimeModel, clear_memory_cache, load_time_model, locate_profile
 
 LLAMA7 = "meta-llama/Llama-2-7b-hf"
 

@@ -12,7 +12,7 @@ from vidur_specdec.hardware import collectives_fit
 from vidur_specdec.costs import step_overheads
 from vidur_specdec.config import DEFAULT_ALL_REDUCE, ConfigError, EngineConfig
 from vidur_specdec.engine.resolve import load
-from vidur_specdec.engine.step_plan import plan_batch
+from vidur_specdec.engine.reference.step_plan import plan_batch
 from vidur_specdec.hardware.devices import get_device
 from vidur_specdec.architectures.models import KNOWN_MODELS
 

@@ -8,8 +8,8 @@ import pytest
 from conftest import REPO, each_batch, small
 from vidur_specdec import simulate
 from vidur_specdec.costs.step_overheads import logit_rows
-from vidur_specdec.engine import step_plan
-from vidur_specdec.engine.step_plan import PLAN_ATTRIBUTE, StepPlan, attach, merge_ranks, plan_batch, plan_of
+from vidur_specdec.engine.reference import step_plan
+from vidur_specdec.engine.reference.step_plan import PLAN_ATTRIBUTE, StepPlan, attach, merge_ranks, plan_batch, plan_of
 
 # what stamping our own state on a batch looks like: a private attribute read or written on a batch (or a
 # data-parallel rank's part), getattr/setattr on one, or the attribute names the package used to stamp
@@ -22,7 +22,7 @@ def test_only_the_step_plan_module_reaches_into_a_batch():
     assert STAMP.search("batch._dp_parts = parts") and not STAMP.search("batch_stage._batch_id, batch.requests")
     hits = []
     for path in sorted((REPO / "vidur_specdec").rglob("*.py")):
-        if path.name == "step_plan.py" and path.parent.name == "engine":
+        if path.name == "step_plan.py" and path.parent.name == "reference":
             continue
         for no, line in enumerate(path.read_text().splitlines(), 1):
             if STAMP.search(line):

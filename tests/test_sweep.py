@@ -311,7 +311,8 @@ def test_row_metrics_code_is_in_the_code_digest():
     hashed = digest.model_code_files()
     assert src.relative_to(pkg).as_posix() in hashed
     # code in subpackages that decides results is hashed too (a proposer, the profile builder) ...
-    assert {"speculation/proposers/eagle.py", "costs/profiles/builder.py", "engine/scheduler.py"} <= set(hashed)
+    assert {"speculation/proposers/eagle.py", "costs/profiles/builder.py", "engine/core/sarathi.py",
+            "engine/reference/scheduler.py", "pricing/pricer.py"} <= set(hashed)
     # ... and the command line, pages, engines and validation harness are not
     assert not any(f in hashed for f in ("cli.py", "console.py", "report/page.py", "sweep/runner.py", "tune/cli.py",
                                          "validate/cli.py", "profiles/cli.py"))

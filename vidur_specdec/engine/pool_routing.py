@@ -3,7 +3,7 @@
 Each policy picks one of a pool's instance ids given their loads (requests
 queued, running or on their way to it). Both engines (the engine core's pools,
 :mod:`vidur_specdec.engine.core.pools`, and the Vidur-backed reference,
-:mod:`vidur_specdec.engine.disagg`) route with these.
+:mod:`vidur_specdec.engine.reference.disagg`) route with these.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ on the pool's own run config (:func:`pool_config`). A config without the
 ``parallel.num_replicas`` identical instances, run exactly as before. With
 ``disaggregation.prefill_instances`` and ``decode_instances`` set it is a
 ``prefill`` and a ``decode`` pool joined by a KV link
-(:mod:`vidur_specdec.engine.kv_transfer`) and run by :mod:`vidur_specdec.engine.disagg`.
+(:mod:`vidur_specdec.engine.kv_transfer`) and run by :mod:`vidur_specdec.engine.reference.disagg`.
 
 Checks here, each refused in one line naming the key: a pool that does not fit
 (memory, TP split), a key that does nothing with pools, and speculative configs

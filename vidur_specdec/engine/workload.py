@@ -9,7 +9,7 @@ does not import Vidur.
 Arrivals: ``poisson`` (exponential gaps at ``qps``, not truncated — Vidur's own
 generator caps gaps at 3× the mean), ``static`` (all at t = 0), ``closed``
 (lengths drawn exactly as ``static``; the arrival times are set during the run
-by :class:`vidur_specdec.engine.closed_loop.ClosedLoopMixin`, so the specs carry 0)
+by :class:`vidur_specdec.engine.reference.closed_loop.ClosedLoopMixin`, so the specs carry 0)
 or ``trace`` (a CSV, JSONL or Parquet file in one of the layouts of
 :data:`TRACE_LAYOUTS`: this project's, Vidur's or Azure's LLM inference trace).
 """

@@ -17,7 +17,7 @@ context (131,072 tokens for Llama-3.x would be millions of rows):
 * context: the run's longest request (prompt + output + k guesses) rounded up
   to a power of two, at least :data:`MIN_CONTEXT`, at most the model's
   ``max_model_len`` and :data:`MAX_CONTEXT`. Lookups beyond it extrapolate
-  linearly in the context (:class:`~vidur_specdec.engine.predictor.Grid2D`), which is
+  linearly in the context (:class:`~vidur_specdec.engine.reference.predictor.Grid2D`), which is
   what the builder's attention model itself does (K/V bytes and the
   context-key FLOPs are linear in the context);
 * prefill chunks: up to the scheduler's ``chunk_size`` rounded up to a power

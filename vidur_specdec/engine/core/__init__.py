@@ -6,6 +6,6 @@ prefill and decode pools, :mod:`.pools`); steps priced by the run's one
 :class:`~vidur_specdec.pricing.pricer.StepPricer`; one event loop over the
 replicas (:mod:`.loop`); :func:`.run.run_core` builds and runs it from a
 prepared run. It imports no Vidur: ``simulator: vidur`` runs the same schedule
-on Vidur's classes (:mod:`vidur_specdec.engine.scheduler` and its neighbours),
+on Vidur's classes (:mod:`vidur_specdec.engine.reference.scheduler` and its neighbours),
 and ``tests/test_engine_core.py`` holds the two to identical tables.
 """

@@ -7,7 +7,7 @@ peers); the front end routes each request to the rank of least load
 (``DPLBAsyncMPClient.get_core_engine_for_request``, ``vllm/v1/engine/core_client.py``):
 score ``waiting + running``, plus ``6 x waiting x max(0, kv_usage - 0.5)``, the scan
 starting one rank later each request so ties rotate. (The reference:
-:mod:`vidur_specdec.engine.dp_group`.)
+:mod:`vidur_specdec.engine.reference.dp_group`.)
 
 :class:`DataParallelGroup` holds D :class:`~vidur_specdec.engine.core.sarathi.SarathiRank`
 ranks; its step is every rank's step side by side, planned as

@@ -1,7 +1,7 @@
 """Prefill and decode pools in the engine core: instances of each role joined by a KV link.
 
 As vLLM's disaggregated proxy runs them (the reference, with the sources it
-follows: :mod:`vidur_specdec.engine.disagg`):
+follows: :mod:`vidur_specdec.engine.reference.disagg`):
 
 1. at arrival the router picks a prefill instance (``disaggregation.router``) and
    sends it the prompt with one output token (a *shadow* request);

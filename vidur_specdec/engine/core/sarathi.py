@@ -5,7 +5,7 @@ one data-parallel rank's): its waiting queue, its running requests, its KV
 blocks and its token budget. :meth:`SarathiRank.next_step` forms the next step
 exactly as the Vidur-backed reference does (Vidur 0.0.26's
 ``SarathiReplicaScheduler._get_next_batch`` with this project's speculative
-changes, :mod:`vidur_specdec.engine.scheduler`, whose docstring states the
+changes, :mod:`vidur_specdec.engine.reference.scheduler`, whose docstring states the
 rules; ``tests/test_engine_core.py`` holds the two to identical tables):
 
 1. running requests, oldest first: a decoding request is charged ``1 +
@@ -51,7 +51,7 @@ class Step:
 class SarathiRank:
     """One scheduler's state and the speculative Sarathi schedule over it (module docstring).
 
-    ``sched``: the run's :class:`~vidur_specdec.engine.scheduler.SpecSarathiSchedulerConfig` (token budget,
+    ``sched``: the run's :class:`~vidur_specdec.engine.reference.scheduler.SpecSarathiSchedulerConfig` (token budget,
     ``max_num_seqs``, k, acceptance, tree, proposals, lookahead); ``num_blocks``/``block_size``: the KV cache
     (blocks, tokens per block); ``watermark_fraction``: blocks a new request must leave free; ``num_stages``:
     pipeline stages (the micro-batch is ``max_num_seqs / stages``).

@@ -1,7 +1,7 @@
 """The proposer interface, its registry and what a proposer is priced against.
 
 A proposer prices one engine step from its
-:class:`~vidur_specdec.engine.predictor.StepComposition` (``step_time_ms``, ms). It may
+:class:`~vidur_specdec.engine.reference.predictor.StepComposition` (``step_time_ms``, ms). It may
 also occupy GPU memory (``memory_bytes``: weights, KV bytes per token), cap a
 request's context (``max_context``) and name its weights for vLLM
 (``weights_key``, :meth:`Proposer.weights_name`). Proposers that run on the target's GPUs (EAGLE-family heads,

@@ -1,6 +1,6 @@
 """``draft_model``: a small model run as sequential decode passes (vLLM's ``method: draft_model``).
 
-Timed by the drafter's own fitted :class:`~vidur_specdec.engine.predictor.OperatorTimeModel`
+Timed by the drafter's own fitted :class:`~vidur_specdec.engine.reference.predictor.OperatorTimeModel`
 (``speculative.draft_model``, profiles from ``speculative.draft_profiles`` or
 ``profiles``) times its layer count, over the passes of
 :mod:`~vidur_specdec.speculation.proposers.head_cost`: pass 1 carries every drafting

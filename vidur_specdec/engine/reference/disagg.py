@@ -49,13 +49,12 @@ from vidur.scheduler.global_scheduler.global_scheduler_registry import GlobalSch
 from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplicaScheduler
 from vidur.types import BaseIntEnum, EventType
 
-from vidur_specdec.config import ConfigError
 from vidur_specdec.engine.pool_routing import ROUTERS
 from vidur_specdec.engine.disagg_metrics import pool_figures, request_parts
-from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
-from vidur_specdec.engine.request import SpecRequest
-from vidur_specdec.engine.scheduler import SpecSarathiReplicaScheduler
-
+from vidur_specdec.engine.metrics import requests_frame
+from vidur_specdec.engine.reference.predictor import SpecDecExecutionTimePredictor
+from vidur_specdec.engine.reference.request import SpecRequest
+from vidur_specdec.engine.reference.scheduler import SpecSarathiReplicaScheduler
 
 class PoolRouterType(BaseIntEnum):
     """Registry key of this project's global scheduler (values >= 100 never collide with Vidur's)."""
@@ -68,7 +67,7 @@ class PoolRouterConfig(BaseGlobalSchedulerConfig):
     """The topology and, per pool, Vidur's ``(ReplicaConfig, CacheConfig)`` for its instances."""
 
     topology: Any = None
-    vidur_pools: Any = None  # [(replica_config, cache_config, predictor_config), ...] in topology order
+    vidur_pools: Any = None  # [(replica_config, cache_config, predictor_config, scheduler_config), ...] in order
 
     @staticmethod
     def get_type():
@@ -153,7 +152,7 @@ class PoolRouter(BaseGlobalScheduler):
         ids = iter(sorted(replicas))
         self._replica_schedulers = {}
         self.ids: Dict[str, List[int]] = {}
-        for pool, (replica_config, cache_config, predictor_config) in zip(top.pools, rc.vidur_pools):
+        for pool, (replica_config, cache_config, predictor_config, sched_config) in zip(top.pools, rc.vidur_pools):
             decode = pool.role == "decode"
             predictor = SpecDecExecutionTimePredictor(predictor_config=predictor_config, replica_config=replica_config,
                                                       cache_config=cache_config)
@@ -161,7 +160,7 @@ class PoolRouter(BaseGlobalScheduler):
             self.ids[pool.role] = []
             for _ in range(pool.instances):
                 rid = next(ids)
-                s = scls(replica_config=replica_config, replica_scheduler_config=pool.prepared.scheduler,
+                s = scls(replica_config=replica_config, replica_scheduler_config=sched_config,
                          cache_config=cache_config, request_generator_config=config.request_generator_config,
                          replica=replicas[rid], num_stages=1, execution_time_predictor=predictor)
                 s.router = self
@@ -242,33 +241,28 @@ GlobalSchedulerRegistry.register(PoolRouterType.POOL_ROUTER, PoolRouter)
 # --------------------------------------------------------------------------- running a topology
 
 
-def run_topology(top, sim_mod):
+def run_topology(top, ref_mod, sim_mod):
     """Run a disaggregated topology's event loop and build its tables and summary.
 
-    ``sim_mod`` is :mod:`vidur_specdec.engine.simulation`, handed in by it (it sits above this module):
-    its Vidur configs, simulator and summary are the colocated run's, reused per pool.
+    ``ref_mod`` is :mod:`vidur_specdec.engine.reference.run` (its Vidur configs and simulator, the colocated
+    run's, reused per pool) and ``sim_mod`` :mod:`vidur_specdec.engine.simulation` (its ``finish``), handed in by
+    the modules above this one.
     """
     decode = top.pool("decode").prepared
-    sim_mod.reset_vidur_ids()
+    ref_mod.reset_vidur_ids()
     per_pool = []
     for pool in top.pools:
-        vc = sim_mod.vidur_config(pool.prepared, pool.prepared.scheduler, SpecRequest)
+        vc = ref_mod.vidur_config(pool.prepared, ref_mod.scheduler_config(pool.prepared), SpecRequest)
         per_pool.append((vc.cluster_config.replica_config, vc.cluster_config.cache_config,
-                         vc.execution_time_predictor_config))
-    vc = sim_mod.vidur_config(decode, decode.scheduler, SpecRequest)
+                         vc.execution_time_predictor_config, vc.cluster_config.replica_scheduler_config))
+    vc = ref_mod.vidur_config(decode, ref_mod.scheduler_config(decode), SpecRequest)
     vc.cluster_config.num_replicas = sum(p.instances for p in top.pools)
     vc.cluster_config.global_scheduler_config = PoolRouterConfig(topology=top, vidur_pools=per_pool)
-    sim = sim_mod.SpecDecSimulator(vc)
+    sim = ref_mod.SpecDecSimulator(vc)
     sim.scheduler.attach(sim)
-    try:
-        sim.run()
-    except AssertionError as e:
-        if "pending requests" not in str(e):
-            raise
-        unfinished = sum(not r.completed for r in sim.requests)
-        raise ConfigError(f"scheduler.num_blocks: {unfinished} requests could not be scheduled with the "
-                          "pools' KV blocks; give more blocks") from None
-    req = sim_mod.requests_frame(sim.requests, sim.recorder.replica_of)
+    ref_mod.run_to_end(sim, lambda n: f"scheduler.num_blocks: {n} requests could not be scheduled with the "
+                                      "pools' KV blocks; give more blocks")
+    req = requests_frame(sim.requests, sim.recorder.replica_of)
     req = pd.concat([req, request_parts(sim.requests)], axis=1)
     steps = sim.recorder.steps_frame()
     pool_of = {int(getattr(rid, "id", rid)): role for role, ids in sim.scheduler.ids.items() for rid in ids}

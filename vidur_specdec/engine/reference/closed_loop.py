@@ -54,6 +54,11 @@ class ClosedLoopMixin:
     _waiting: Deque[Request]
 
     @property
+    def requests(self) -> List[Request]:
+        """The run's requests in workload order (Vidur's Simulator has no public accessor for its generator)."""
+        return self._request_generator.requests
+
+    @property
     def concurrency(self):
         """Requests kept in flight (None: open loop, every request arrives at its own time)."""
         return getattr(self._config.request_generator_config, "concurrency", None)

@@ -13,11 +13,11 @@ of least load (``DPLBAsyncMPClient.get_core_engine_for_request``,
 request so ties rotate.
 
 Here one Vidur replica is one such group. :class:`DPGroupReplicaScheduler` holds D
-:class:`~vidur_specdec.engine.scheduler.SpecSarathiReplicaScheduler` ranks (each its
+:class:`~vidur_specdec.engine.reference.scheduler.SpecSarathiReplicaScheduler` ranks (each its
 own queue, ``num_blocks`` KV blocks, ``max_num_seqs`` and token budget), routes
 arrivals as above, and on each schedule asks every rank for its batch; the group's
 step is one Vidur :class:`~vidur.entities.Batch` of all ranks' requests whose
-:class:`~vidur_specdec.engine.step_plan.StepPlan` holds the ranks' plans (``dp_parts``;
+:class:`~vidur_specdec.engine.reference.step_plan.StepPlan` holds the ranks' plans (``dp_parts``;
 None for a rank that runs the dummy batch), priced by
 :class:`~vidur_specdec.engine.dp_predictor.DPExecutionTimePredictor`; the group keeps
 the ranks' own batches by the group batch's id until it ends, to hand each back to its
@@ -33,8 +33,8 @@ from vidur.entities import Batch
 from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplicaScheduler
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
 
-from vidur_specdec.engine.scheduler import SpecDecSchedulerType, SpecSarathiReplicaScheduler, SpecSarathiSchedulerConfig
-from vidur_specdec.engine.step_plan import attach, merge_ranks, plan_of
+from vidur_specdec.engine.reference.scheduler import SpecDecSchedulerType, SpecSarathiReplicaScheduler, SpecSarathiSchedulerConfig
+from vidur_specdec.engine.reference.step_plan import attach, merge_ranks, plan_of
 
 DP_GROUP = SpecDecSchedulerType.SPEC_SARATHI + 1  # registry key (>= 100: never collides with Vidur's)
 WAITING_KV_PENALTY = 6.0  # vLLM 0.33.0 core_client.py: score += waiting * 6.0 * max(0, kv_cache_usage - 0.5)

@@ -2,7 +2,7 @@
 
 :class:`SpecDecExecutionTimePredictor` — registered with Vidur under
 :data:`SPECDEC_PREDICTOR` — prices each batch Vidur hands it by its step plan
-(:func:`~vidur_specdec.engine.step_plan.plan_of`) with the run's
+(:func:`~vidur_specdec.engine.reference.step_plan.plan_of`) with the run's
 :class:`~vidur_specdec.pricing.pricer.StepPricer`, the same object the engine
 core, ``tune`` and ``validate`` price with; it computes nothing of its own. The
 :class:`~vidur_specdec.pricing.price.StepPrice` it returns carries what Vidur
@@ -10,9 +10,6 @@ reads (``total_time`` and ``model_time``, seconds) and what the step recorders
 read. For Vidur's own ``MetricsStore`` (the plain-Sarathi reference run,
 ``run_vidur_sarathi``) the price is wrapped so Vidur's per-op fields read
 through to a Vidur ``ExecutionTime`` of the same mean layer.
-
-The operator-time model, its fit cache and profile lookup live in
-:mod:`vidur_specdec.costs.operator_model` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -27,25 +24,8 @@ from vidur.execution_time_predictor import (
 )
 from vidur.types import BaseIntEnum
 
-from vidur_specdec.costs.operator_model import (  # noqa: F401 (re-exported: the fitting side of pricing)
-    CHUNK_STEP,
-    KV_STEP,
-    LAYER_OPS,
-    LINEAR_TABLE_TOKENS,
-    SHIPPED,
-    Grid2D,
-    OperatorTimeModel,
-    clear_memory_cache,
-    default_cache_dir,
-    file_digest,
-    fit_key,
-    load_time_model,
-    locate_profile,
-    shipped_profiles_root,
-)
-from vidur_specdec.engine.step_plan import plan_of
-from vidur_specdec.pricing.plan import StepComposition, StepPlan  # noqa: F401 (re-exported)
-from vidur_specdec.pricing.price import StepPrice  # noqa: F401 (re-exported)
+from vidur_specdec.engine.reference.step_plan import plan_of
+from vidur_specdec.pricing.price import StepPrice
 
 
 class SpecDecPredictorType(BaseIntEnum):

@@ -33,11 +33,11 @@ three things for a decoding request and leaves the rest to Sarathi:
 * **tokens advanced** — each decoding request in the new batch draws its
   accepted guesses from its own acceptance source (a seeded stream, or its
   trace line at its output position) and is told ``(guesses, accepted)``;
-  :class:`~vidur_specdec.engine.request.SpecRequest` then advances by ``accepted + 1``.
+  :class:`~vidur_specdec.engine.reference.request.SpecRequest` then advances by ``accepted + 1``.
 * **the step plan** — the formed step (per request: tokens charged, context,
   guesses, accepted; the step's k and drafter-sync flag) is written once into a
-  :class:`~vidur_specdec.engine.step_plan.StepPlan` attached to the batch
-  (:func:`~vidur_specdec.engine.step_plan.attach`), which the predictor and the
+  :class:`~vidur_specdec.engine.reference.step_plan.StepPlan` attached to the batch
+  (:func:`~vidur_specdec.engine.reference.step_plan.attach`), which the predictor and the
   step recorders read.
 * **proposals that may be empty or short** — with a proposal model
   (``ngram``/``suffix``, :mod:`vidur_specdec.speculation.proposals`) or a
@@ -63,7 +63,7 @@ from vidur.scheduler.replica_scheduler.replica_scheduler_registry import Replica
 from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
 from vidur.types import BaseIntEnum
 
-from vidur_specdec.engine.step_plan import attach, plan_batch
+from vidur_specdec.engine.reference.step_plan import attach, plan_batch
 from vidur_specdec.speculation.schedule import KSchedule
 
 
