@@ -40,7 +40,7 @@ import numpy as np
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
-from vidur_specdec.costs import all_to_all, moe_layer
+from vidur_specdec.costs import all_to_all, moe_layer, routing
 from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.costs.kernels import gdn as GDN
 from vidur_specdec.costs.kernels import mla_table as MLA
@@ -123,6 +123,8 @@ class TableKernels(RooflineKernels):
             out["moe"] = curve.label()
         elif specs and not specs[0].is_moe:
             out["moe"] = NO_MOE
+        if specs and specs[0].is_moe:  # only a MoE target's summary names its routing model
+            out["moe_routing"] = routing.describe(specs[0])
         out["gemm"] = out["lm_head"] = self._measured()
         readers = [self._attention(s, tp) for s in specs]
         for phase in ("decode", "prefill"):
