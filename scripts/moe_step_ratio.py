@@ -16,11 +16,10 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docblock  # noqa: E402  (scripts/docblock.py)
 
-from vidur.config import CacheConfig, ReplicaConfig
-
 from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
+from vidur_specdec.engine.request import SpecRequest
 from vidur_specdec.engine.resolve import load
-from vidur_specdec.engine.simulation import prepare
+from vidur_specdec.engine.simulation import prepare, vidur_config
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "model.md"
@@ -32,13 +31,13 @@ KS = (1, 3, 5)
 
 
 def predictor(model: str, device: str, profiles: str = "shipped"):
+    """The run's own step predictor (its replica config: the model's own layer count)."""
     cfg = load({"model": model, "device": device, "speculative": {"method": "none"},
                 "workload": {"num_requests": 4}, "profiles": profiles})
     p = prepare(cfg)
     p.predictor.proposer = None
-    rc = ReplicaConfig(model_name="meta-llama/Llama-2-7b-hf", tensor_parallel_size=1, num_pipeline_stages=1,
-                       device="a100", network_device="a100_pairwise_nvlink")
-    return SpecDecExecutionTimePredictor(p.predictor, rc, CacheConfig(block_size=16, num_blocks=1000))
+    cluster = vidur_config(p, p.scheduler, SpecRequest).cluster_config
+    return SpecDecExecutionTimePredictor(p.predictor, cluster.replica_config, cluster.cache_config)
 
 
 def step(pred, batch: int, k: int, ctx: int = 512):
