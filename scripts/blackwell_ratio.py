@@ -44,29 +44,33 @@ OPS = (
 
 
 @lru_cache(maxsize=None)
-def step_parts(model: str, device: str, batch: int):
-    """{op family: ms} and the step's total (ms) for a decode step of ``batch`` requests."""
+def _predictor(model: str, device: str):
+    """The run's own step predictor for ``model`` on ``device`` at TP :data:`TP` (no speculation)."""
     from vidur_specdec.engine.predictor import SpecDecExecutionTimePredictor
     from vidur_specdec.engine.request import SpecRequest
     from vidur_specdec.engine.resolve import load
     from vidur_specdec.engine.simulation import prepare, vidur_config
-    from vidur_specdec.engine.step_plan import plan_batch
 
     cfg = load({"model": model, "device": device, "speculative": {"method": "none"},
                 "parallel": {"tensor_parallel_size": TP}, "workload": {"num_requests": 4}})
     p = prepare(cfg)
     cluster = vidur_config(p, p.scheduler, SpecRequest).cluster_config
-    pred = SpecDecExecutionTimePredictor(p.predictor, cluster.replica_config, cluster.cache_config)
+    return SpecDecExecutionTimePredictor(p.predictor, cluster.replica_config, cluster.cache_config)
+
+
+@lru_cache(maxsize=None)
+def step_parts(model: str, device: str, batch: int):
+    """({op family: ms}, the step's total ms) for a decode step of ``batch`` requests."""
+    from vidur_specdec.engine.step_plan import plan_batch
+
     reqs = [SimpleNamespace(is_prefill_complete=True, id=i, planned=(0, 0)) for i in range(batch)]
     plan = plan_batch(SimpleNamespace(requests=reqs, num_q_tokens=[1] * batch,
                                       num_kv_tokens=[CONTEXT + 1] * batch, total_num_q_tokens=batch), 0)
-    t = pred.get_execution_time(plan, 0)
+    t = _predictor(model, device).get_execution_time(plan, 0)
     layers = t.target.num_layers
     step = {"lm_head": t.lm_head_ms, "sampling": t.sampling_ms, "overhead": t.overhead_ms}
-    parts = {}
-    for name, fields in OPS:
-        parts[name] = sum(step[f] if f in step else getattr(t.target, f) * layers for f in fields)
-    # Vidur keeps the all-reduce inside the layer time: the figures above are per layer and the step's own sum
+    parts = {name: sum(step[f] if f in step else getattr(t.target, f) * layers for f in fields)
+             for name, fields in OPS}  # Vidur's ExecutionTime fields are per layer
     return parts, t.total_time * 1e3
 
 

@@ -2,7 +2,6 @@
 
 import dataclasses
 
-import numpy as np
 import pandas as pd
 import pytest
 
