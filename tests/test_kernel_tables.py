@@ -58,14 +58,45 @@ def test_attention_rows(source):
 
 
 def test_all_reduce_rows(source):
+    """Each message reads the rows of the path vLLM 0.33 takes: FlashInfer's kernels (the TRT-LLM rows) up to their
+    limit, then the custom all-reduce, then NCCL."""
+    from vidur_specdec.costs.kernels.tables import TRTLLM_AR_VERSION
+    from vidur_specdec.hardware import custom_all_reduce as CUSTOM_AR
+
+    name = source.device.name
+    fi = TD.load(source.system, "comm", "trtllm", TRTLLM_AR_VERSION, "custom_allreduce_perf") \
+        if name in CUSTOM_AR.CAPABILITY else None
     ar = TD.load(source.system, "comm", "vllm", source.ar_version, "custom_allreduce_perf")
     rows = ar[(ar.kernel_source == "vLLM_custom_graph") & (ar.message_size * 2 < 8 * 1024 * 1024)]
-    pred = [source.all_reduce_ms(r.num_gpus, r.message_size * 2) for r in rows.itertuples()]
-    assert _median_err(pred, rows.latency) < 0.03, source.system
+    rows = rows[[not CUSTOM_AR.flashinfer_applies(name, r.num_gpus, r.message_size * 2) for r in rows.itertuples()]]
+    if len(rows):
+        pred = [source.all_reduce_ms(r.num_gpus, r.message_size * 2) for r in rows.itertuples()]
+        assert _median_err(pred, rows.latency) < 0.03, source.system
+    if fi is not None:
+        rows = fi[[CUSTOM_AR.flashinfer_applies(name, r.num_gpus, r.message_size * 2) for r in fi.itertuples()]]
+        rows = rows[rows.num_gpus.isin(ar.num_gpus.unique())]
+        assert len(rows) >= 20
+        pred = [source.all_reduce_ms(r.num_gpus, r.message_size * 2) for r in rows.itertuples()]
+        assert _median_err(pred, rows.latency) < 0.03, source.system
     nccl = TD.load(source.system, "comm", "nccl", source.nccl_version, "nccl_perf")
     rows = nccl[(nccl.op_name == "all_reduce") & (nccl.nccl_dtype == "half")]
     pred = [source.nccl_all_reduce_ms(r.num_gpus, r.message_size * 2) for r in rows.itertuples()]
     assert _median_err(pred, rows.latency) < 0.03, source.system
+
+
+def test_a_decode_all_reduce_is_cheaper_on_blackwell_and_a_missing_world_is_the_roofline():
+    """16 tokens of Llama-3.1-70B (256 KiB) on 8 GPUs: FlashInfer's kernels on both, B200 below H200; GB200's
+    tables hold no 8-GPU rows (one tray is 4 GPUs), so its 8-GPU all-reduce is the roofline's, and says so."""
+    from vidur_specdec.costs.kernels.roofline import RooflineKernels
+
+    h200, b200, gb200 = (TableKernels(get_device(d)) for d in ("h200", "b200", "gb200"))
+    msg = 16 * 8192 * 2
+    assert b200.all_reduce_ms(8, msg) < h200.all_reduce_ms(8, msg)
+    assert "trtllm 1.3.0rc20 all-reduce kernels" in b200.sources(8)["all_reduce"]
+    assert gb200.all_reduce_ms(8, msg) == RooflineKernels(get_device("gb200")).all_reduce_ms(8, msg)
+    assert gb200.sources(8)["all_reduce"].startswith("built (gb200's tables hold no 8-GPU")
+    nccl = TableKernels(get_device("b200"), "nccl")
+    assert nccl.all_reduce_ms(8, msg) == nccl.nccl_all_reduce_ms(8, msg)  # engine.all_reduce: nccl, unchanged
 
 
 # the MLA decode kernel vLLM 0.33 runs with a bf16 KV cache, and the longest prompt it takes on that path

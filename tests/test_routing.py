@@ -116,3 +116,33 @@ def test_held_out_unique_expert_ratios_stay_within_a_third():
     for K, want in ((1, 1.3), (4, 3.2), (8, 6.1)):
         got = r.expected_distinct([K + 1], 256, 8) / 8
         assert abs(got - want) / want < 0.33
+
+
+def test_published_skew_is_the_fit_of_the_cited_loads():
+    """PUBLISHED_ZIPF_S is the Zipf exponent whose 256 popularities vary as much as the cited per-expert loads."""
+    assert len(r.PUBLISHED_LOADS) == 16
+    assert r.fit_zipf_s() == pytest.approx(r.PUBLISHED_ZIPF_S, abs=0.005)
+    cv = lambda x: float(np.std(x) / np.mean(x))  # noqa: E731
+    w = np.arange(1, 257) ** -r.PUBLISHED_ZIPF_S
+    assert cv(w) == pytest.approx(cv(r.PUBLISHED_LOADS), abs=0.01)
+
+
+def test_moe_routing_picks_the_popularity_and_a_dense_model_refuses_it():
+    import dataclasses
+
+    from vidur_specdec.architectures.errors import ModelError
+    from vidur_specdec.architectures.models import KNOWN_MODELS
+    from vidur_specdec.architectures.parse import model_from_dict
+
+    qwen = KNOWN_MODELS["Qwen/Qwen3-30B-A3B"]
+    assert r.zipf_of(qwen) == 0.0 and "moe_routing" not in qwen.to_dict()
+    skewed = dataclasses.replace(qwen, moe_routing="zipf")
+    assert r.zipf_of(skewed) == r.PUBLISHED_ZIPF_S
+    assert model_from_dict(skewed.to_dict()) == skewed
+    assert r.expected_distinct([1] * 16, 128, 8, zipf_s=r.zipf_of(skewed)) < r.expected_distinct([1] * 16, 128, 8)
+    assert "Zipf s 0.45" in r.describe(skewed) and r.describe(qwen).startswith("uniform (every expert alike")
+    with pytest.raises(ModelError, match="moe_routing must be one of uniform, zipf"):
+        model_from_dict({**qwen.to_dict(), "moe_routing": "power_law"})
+    dense = KNOWN_MODELS["meta-llama/Llama-3.1-8B"].to_dict()
+    with pytest.raises(ModelError, match="moe_routing zipf needs routed experts; .* is dense"):
+        model_from_dict({**dense, "moe_routing": "zipf"})

@@ -9,7 +9,7 @@ from dataclasses import fields
 from typing import Mapping
 
 from vidur_specdec.architectures.errors import ModelError
-from vidur_specdec.architectures.spec import OPTIONAL_FIELDS, ModelSpec
+from vidur_specdec.architectures.spec import MOE_ROUTINGS, OPTIONAL_FIELDS, ModelSpec
 
 
 _INT_FIELDS = ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "ffn_size", "vocab_size",
@@ -66,6 +66,12 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if d.get("kv_cache_dtype") not in (None, "", "fp8"):
         raise ModelError(f"{where}: kv_cache_dtype must be fp8 or empty (bf16), got {d['kv_cache_dtype']!r}")
     out["kv_cache_dtype"] = d.get("kv_cache_dtype") or ""
+    if d.get("moe_routing") not in (None, "", *MOE_ROUTINGS):
+        raise ModelError(f"{where}: moe_routing must be one of {', '.join(MOE_ROUTINGS)}, got {d['moe_routing']!r}")
+    if d.get("moe_routing") and not d.get("num_experts"):
+        raise ModelError(f"{where}: moe_routing {d['moe_routing']} needs routed experts; {d['name']} is dense "
+                         "(no num_experts)")
+    out["moe_routing"] = d.get("moe_routing") or ""
     if out.get("global_head_dim"):
         from vidur_specdec.architectures import gemma4  # noqa: F401 (registers the global_attention mixer)
     spec = ModelSpec(**out)

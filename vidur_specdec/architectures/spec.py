@@ -68,6 +68,8 @@ class ModelSpec:
     global_head_dim: int = 0  # head size of the global layers (the sliding layers use head_dim)
     global_kv_heads: int = 0  # KV heads of the global layers
     attention_k_eq_v: bool = False  # global layers ship K only, loaded as both K and V (vLLM holds it twice)
+    # expert popularity of the routing model (MoE only; costs/routing.py): "" (= "uniform") or one of MOE_ROUTINGS
+    moe_routing: str = ""
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -159,4 +161,8 @@ OPTIONAL_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense
                    "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                    "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
                    "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk",
-                   "global_head_dim", "global_kv_heads", "attention_k_eq_v")
+                   "global_head_dim", "global_kv_heads", "attention_k_eq_v", "moe_routing")
+
+#: ``moe_routing`` values: ``uniform`` (every expert equally popular, the default) or ``zipf`` (a skew fitted to
+#: published per-expert loads); their popularity exponents live in :mod:`vidur_specdec.costs.routing`.
+MOE_ROUTINGS = ("uniform", "zipf")

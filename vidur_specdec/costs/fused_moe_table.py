@@ -19,8 +19,11 @@ Read here (verified on the tables, not assumed):
   EP 1: the per-token routing work scales with the global count.
 * ``balanced`` routing is deterministic: n tokens wake exactly ``min(E, n k)``
   experts (latency is linear in n up to ``n = E / k``, then flat until compute
-  shows); ``power_law_<a>`` rows draw expert loads from a density x^-a (not used:
-  :func:`distribution`).
+  shows), so a row prices the weights of a known number of experts and the
+  routing model reads it by the experts a step wakes
+  (:func:`vidur_specdec.costs.moe_layer.routed_table_ms`); ``power_law_<a>`` rows
+  draw expert loads from a density x^-a and are not read (scripts/routing_error.py
+  holds the reading against them).
 
 The kernel is the one vLLM 0.33.0's MoE oracle picks for the GPU family, format
 and expert parallelism (:data:`KERNELS`, each entry citing its file); a missing
@@ -141,18 +144,8 @@ def _curve_rows(system: str, key: tuple) -> Tuple[np.ndarray, np.ndarray]:
     return rows["num_tokens"].to_numpy(dtype=float), rows["latency"].to_numpy(dtype=float)
 
 
-def distribution(zipf_s: float) -> str:
-    """The tables' routing distribution for the routing model's popularity skew ``zipf_s`` (0 only).
-
-    Uniform popularity reads the ``balanced`` rows. A skewed one is refused: the
-    ``power_law_<a>`` rows draw each expert's load from a density ``x^-a`` on
-    ``[1, 0.8 T]`` (a = 1.01, 1.2: loads spread over orders of magnitude, an
-    exponential rank curve), which no Zipf exponent of the routing model matches.
-    """
-    if zipf_s == 0:
-        return "balanced"
-    raise MoeTableError(f"routing: popularity skew zipf_s={zipf_s:g} has no fused-MoE table rows to match (the "
-                        "tables' power_law rows draw expert loads from x^-a, not a Zipf rank curve)")
+#: The tables' routing distribution the routing model reads (every popularity: a row is read by experts woken)
+DISTRIBUTION = "balanced"
 
 
 @dataclass(frozen=True)
@@ -196,7 +189,7 @@ def kernel_for(system: str, quantization: str, ep: int) -> Tuple[Kernel, str]:
     return kernel, fmt
 
 
-def curve(system: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> FusedMoeCurve:
+def curve(system: str, spec, tp: int, ep: int = 1) -> FusedMoeCurve:
     """The measured curve for ``spec``'s routed experts on ``system``'s GPU at TP ``tp`` (EP ``ep``: EP size = TP size).
 
     ``ep`` > 1 reads the rows of ``moe_tp_size`` 1 and ``moe_ep_size`` ``ep``
@@ -205,7 +198,7 @@ def curve(system: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> Fused
     """
     kernel, fmt = kernel_for(system, spec.quantization, ep)
     mtp, mep = (1, ep) if ep > 1 else (tp, 1)
-    dist = distribution(zipf_s)
+    dist = DISTRIBUTION
     key = (kernel.kernel_source, fmt, spec.hidden_size, spec.expert_ffn_size, spec.experts_per_token,
            spec.num_experts, mtp, mep, dist)
     got = _curve_rows(system, key)
@@ -219,10 +212,10 @@ def curve(system: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> Fused
 
 
 @lru_cache(maxsize=64)
-def try_curve(system: str, spec, tp: int, ep: int = 1, zipf_s: float = 0.0) -> Tuple[Optional[FusedMoeCurve], str]:
+def try_curve(system: str, spec, tp: int, ep: int = 1) -> Tuple[Optional[FusedMoeCurve], str]:
     """(curve, "") when the tables cover the deployment; else (None, the one-line reason). Cached."""
     try:
-        return curve(system, spec, tp, ep, zipf_s), ""
+        return curve(system, spec, tp, ep), ""
     except MoeTableError as e:
         return None, str(e)
 

@@ -16,10 +16,11 @@ expert parallelism) one MoE layer runs
 
 With a measured curve (``routed``, a :class:`~vidur_specdec.costs.fused_moe_table.FusedMoeCurve`)
 the routed experts (grouped GEMMs and activation) are instead vLLM's measured
-fused-MoE kernel time read at the step's token count, less the weight
-streaming of the experts its shared tokens do not wake (:func:`routed_table_ms`);
-router and shared experts stay on the roofline (the
-table does not time them).
+fused-MoE kernel time read by the experts the step wakes and the rows it
+carries (:func:`routed_table_ms`), the same way for every kind of step;
+router and shared experts stay on the roofline (the table does not time them).
+The experts a step wakes come from the routing model at the model's expert
+popularity (``ModelSpec.moe_routing``, :func:`~vidur_specdec.costs.routing.zipf_of`).
 
 Dense leading layers (DeepSeek's first three) keep the profile's MLP ops. Times in
 ms per layer; ``device`` is the builder's device mapping (``peak_flops``,
@@ -42,9 +43,6 @@ def expert_bytes_per_weight(spec) -> float:
     return BYTES_PER_WEIGHT.get(spec.quantization or "", 2.0)
 
 
-SATURATED = 0.99  # share of the experts woken past which a step's time grows with its rows, not its experts
-
-
 def uniform_distinct(tokens: float, num_experts: int, top_k: int) -> float:
     """Experts ``tokens`` unrelated tokens wake in expectation at uniform popularity: ``E (1 - (1 - top_k/E)^T)``.
 
@@ -58,38 +56,42 @@ def uniform_distinct(tokens: float, num_experts: int, top_k: int) -> float:
     return float(-num_experts * math.expm1(tokens * math.log1p(-top_k / num_experts)))
 
 
-def unrelated_tokens(distinct: float, num_experts: int, top_k: int) -> float:
-    """Unrelated tokens that wake ``distinct`` experts in expectation (inverse of :func:`uniform_distinct`; inf at E)."""
-    if distinct >= num_experts or top_k >= num_experts:
-        return math.inf
-    return max(0.0, math.log1p(-distinct / num_experts) / math.log1p(-top_k / num_experts))
+def balanced_tokens(distinct: float, num_experts: int, top_k: int) -> float:
+    """The token count whose ``balanced`` table row wakes ``distinct`` experts: ``min(D, E) / top_k``.
+
+    The tables' balanced routing gives n tokens exactly ``min(E, n top_k)``
+    distinct experts (AIConfigurator's ``balanced_logits``), so the row that
+    streams the weights of D experts is the row at ``D / top_k``; every expert
+    is woken from ``E / top_k`` tokens on.
+    """
+    return min(float(distinct), float(num_experts)) / top_k
 
 
 def routed_table_ms(curve, tokens: float, distinct: float, num_experts: int, top_k: int) -> float:
     """Routed-expert ms of a step of ``tokens`` waking ``distinct`` experts, read from a measured table.
 
-    The table's rows (``balanced`` routing) stand for the routing model's
-    uniform popularity: a step of T plain decodes reads the table's row at T.
-    A step whose tokens share experts (verify blocks, prefill chunks) wakes
-    ``D`` experts, as many as ``x`` unrelated tokens would
-    (:func:`unrelated_tokens`, ``x`` ≤ T), and reads the row at ``x``; once T
-    passes ``n_s``, where unrelated tokens wake :data:`SATURATED` of the
-    experts, the table's rise from ``max(x, n_s)`` to T is added (the rows a
-    step adds once its experts are all streaming):
-    ``t(x) + [t(T) - t(max(x, n_s))]`` for ``T > max(x, n_s)``.
+    One reading for every step (plain decodes, verify blocks, prefill chunks):
+    the table's ``balanced`` row that wakes the step's ``D`` experts, at
+    ``x = D / top_k`` tokens (:func:`balanced_tokens`), prices the weights it
+    streams; once the step carries more rows than the row where every expert
+    is woken (``n_E = E / top_k`` tokens), the table's rise from
+    ``max(x, n_E)`` to T is added (the rows a step adds once its experts all
+    stream): ``t(x) + [t(T) - t(max(x, n_E))]`` for ``T > max(x, n_E)``.
+    Below ``n_E`` a step's ``T top_k`` rows are priced as the row's ``D``
+    (one per woken expert): docs/model.md names the error.
     """
     if tokens <= 0:
         return 0.0
-    x = min(float(tokens), unrelated_tokens(distinct, num_experts, top_k))
+    x = min(float(tokens), balanced_tokens(distinct, num_experts, top_k))
     ms = curve.ms(x)
-    knee = max(x, unrelated_tokens(SATURATED * num_experts, num_experts, top_k))
+    knee = max(x, num_experts / top_k)
     if tokens > knee:
         ms += curve.ms(tokens) - curve.ms(knee)
     return float(ms)
 
 
 def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: float = routing.DEFAULT_RHO,
-                 zipf_s: float = routing.DEFAULT_ZIPF_S, efficiency: Optional[Mapping] = None,
+                 zipf_s: Optional[float] = None, efficiency: Optional[Mapping] = None,
                  weight_bytes: Optional[float] = None, ep: int = 1, routed=None,
                  redundant: int = 0, scope: str = "all", dispatched: bool = False) -> Tuple[float, float]:
     """(ms of one MoE layer on one GPU, expected distinct routed experts woken) for the step ``groups``.
@@ -100,6 +102,7 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     the table (balanced: every GPU the same load) is read where each GPU would
     carry the busiest GPU's woken experts and rows (``ep`` times them).
 
+    ``zipf_s`` None: the popularity skew of ``spec``'s ``moe_routing`` (:func:`~vidur_specdec.costs.routing.zipf_of`).
     ``weight_bytes`` overrides the bytes per expert weight (default: the checkpoint's format).
     ``ep`` > 1: expert parallel over the ``tp`` GPUs (vLLM's ``enable_expert_parallel``, EP
     size = TP size): each GPU holds ``E/ep`` whole experts and the step waits for the GPU
@@ -123,6 +126,7 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     g, l2 = e["gemm"], e["l2"]
     h, E, k = spec.hidden_size, spec.num_experts, spec.experts_per_token
     wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
+    zipf_s = routing.zipf_of(spec) if zipf_s is None else zipf_s
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
     fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
     local, remote = scope != "routed", scope != "local"

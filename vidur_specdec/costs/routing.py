@@ -30,8 +30,11 @@ Named parameters (``DEFAULT_RHO``, ``DEFAULT_ZIPF_S``) and their sources:
     (openvinotoolkit/openvino.genai issue 4390, comment of 2026-09-23: Qwen3-30B-A3B wakes
     8 experts for a single token and "an average of 24 experts for 6 tokens" of one
     verify block).
-  * zipf_s (popularity skew) = 0: no per-expert frequency table was found for any of the
-    modelled targets; the uniform limit is the upper bound on distinct experts.
+  * zipf_s (popularity skew) = 0 (``moe_routing`` ``uniform``, the default): every expert
+    alike, the upper bound on distinct experts at a given token count and what vLLM's
+    ``benchmark_moe.py`` random gating and its ``uniform_random`` routing simulation draw.
+    ``moe_routing`` ``zipf``: :data:`PUBLISHED_ZIPF_S`, fitted (:func:`fit_zipf_s`) to the
+    per-expert loads of one GPU of DeepSeek-V3 under EP16 that :data:`PUBLISHED_LOADS` cites.
   Held out: vllm-project/vllm issue 46295 unique-expert ratios (about 1.3x at K=1, 3.2x at
   K=4, 6.1x at K=8 over K=0); jundot/omlx issue 2077 (GLM-5.2: adjacent tokens share almost
   no experts, rho about 0). docs/model.md reports the held-out error.
@@ -48,6 +51,46 @@ import numpy as np
 
 DEFAULT_RHO = 0.55
 DEFAULT_ZIPF_S = 0.0
+
+#: Tokens routed to each of the 16 experts of one GPU of DeepSeek-V3 (256 experts, top-8) under SGLang EP16 with
+#: DeepEP, one MoE layer, over a serving run: sgl-project/sglang pull request 5524, comment of 2025-05-13 (the
+#: expert-distribution recorder's ``logical_count``; the other 240 experts live on other GPUs). An EP rank holds a
+#: contiguous block of expert ids, which says nothing of their popularity, so the 16 are a sample of the 256.
+PUBLISHED_LOADS = (162554, 147879, 102827, 108924, 46123, 505540, 98864, 184719, 322237, 128708, 117722, 118096,
+                   73528, 245469, 119943, 69937)
+PUBLISHED_EXPERTS = 256
+#: The Zipf exponent whose 256 popularities have the coefficient of variation of :data:`PUBLISHED_LOADS` (0.70):
+#: :func:`fit_zipf_s` (tests/test_routing.py checks the two agree).
+PUBLISHED_ZIPF_S = 0.45
+#: ``ModelSpec.moe_routing`` -> the routing model's popularity skew ``zipf_s`` ("" is ``uniform``).
+POPULARITY = {"": DEFAULT_ZIPF_S, "uniform": DEFAULT_ZIPF_S, "zipf": PUBLISHED_ZIPF_S}
+
+
+def fit_zipf_s(loads: Sequence[float] = PUBLISHED_LOADS, num_experts: int = PUBLISHED_EXPERTS) -> float:
+    """The Zipf exponent s whose ``num_experts`` popularities ``i^-s`` have the coefficient of variation
+    (population standard deviation over mean) of ``loads``: a method-of-moments fit, by bisection."""
+    x = np.asarray(loads, dtype=float)
+    target = float(x.std() / x.mean())
+    cv = lambda s: float(np.std(np.arange(1, num_experts + 1) ** -s) / np.mean(np.arange(1, num_experts + 1) ** -s))  # noqa: E731
+    lo, hi = 0.0, 5.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if cv(mid) < target else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def zipf_of(spec) -> float:
+    """The popularity skew ``zipf_s`` of ``spec``'s ``moe_routing`` (:data:`POPULARITY`)."""
+    return POPULARITY[getattr(spec, "moe_routing", "") or ""]
+
+
+def describe(spec) -> str:
+    """``summary.json``'s ``kernel_sources.moe_routing``: the routing model a MoE target's steps are priced with."""
+    name = getattr(spec, "moe_routing", "") or "uniform"
+    pop = ("every expert alike" if zipf_of(spec) == 0 else
+           f"Zipf s {zipf_of(spec):g}, fitted to published DeepSeek-V3 expert loads")
+    return (f"{name} ({pop}; within-request locality rho {DEFAULT_RHO:g}); routed experts read by the experts a "
+            "step wakes")
 
 
 def _check(num_experts: int, top_k: int, rho: float, zipf_s: float) -> None:

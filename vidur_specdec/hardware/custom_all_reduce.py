@@ -1,5 +1,9 @@
 """vLLM's custom all-reduce: when vLLM uses it, which kernel runs, and what one call costs (ms).
 
+vLLM 0.33.0 first tries FlashInfer's all-reduce (:func:`flashinfer_applies`, its size limits by GPU and
+world size); messages FlashInfer does not take go the custom all-reduce's way described below. The measured
+kernel tables price both (:mod:`vidur_specdec.costs.kernels.tables`); the roofline prices every message as below.
+
 What vLLM does (followed from its source, vllm-project/vllm):
 
 * ``vllm/distributed/device_communicators/cuda_communicator.py`` (commit
@@ -88,6 +92,38 @@ LATENCY_FROM_BYTES = 16 * KIB  # rows at or below this size set the latency; the
 
 # fixed cost of one custom all-reduce call, ms: median of the published small-message rows (9.2 µs)
 LATENCY_MS = statistics.median(t for _, n, t in PUBLISHED_H100 if n * PUBLISHED_ELEMENT_BYTES <= LATENCY_FROM_BYTES)
+
+
+# vLLM 0.33.0 tries FlashInfer's all-reduce before its custom one (vllm/distributed/device_communicators/
+# cuda_communicator.py, CudaCommunicator.all_reduce: fi_ar_comm first; vllm/envs.py VLLM_ALLREDUCE_USE_FLASHINFER,
+# default 1 in 0.33.0, 0 in 0.24.0), for a tensor-parallel message of at most FLASHINFER_MAX_MIB[capability][world]
+# MiB (vllm/compilation/passes/fusion/allreduce_rms_fusion.py FI_ALLREDUCE_FUSION_MAX_SIZE_MB; no entry for the
+# capability or world size: FlashInfer's all-reduce is off), or, with its MNNVL backend — the one auto-selected on a
+# node with NVSwitch (flashinfer_all_reduce.py _resolve_fi_ar_backend) — the tuned MNNVL_MAX_MIB
+# (all_reduce_utils.py FI_MNNVL_ALLREDUCE_MAX_SIZE_MB, keyed by capability, world and nodes).
+#: device name -> CUDA compute capability as vLLM keys it (major * 10 + minor); only GPUs FlashInfer's all-reduce runs on
+CAPABILITY = {"h100": 90, "h200": 90, "b200": 100, "gb200": 100, "b300": 103, "gb300": 103}
+FLASHINFER_MAX_MIB = {90: {2: 64, 4: 2, 8: 0.5}, 100: {2: 64, 4: 32, 8: 1, 16: 64},
+                      103: {2: 64, 4: 64, 8: 4, 16: 64}}
+MNNVL_MAX_MIB = {(100, 8, 1): 128, (100, 8, 2): 128, (103, 4, 1): 80, (103, 8, 1): 128, (103, 8, 2): 128,
+                 (103, 16, 4): 8}
+#: GPUs per node (host): a GB200 / GB300 compute tray holds 4 (NVIDIA GB200 NVL72), an HGX board 8
+GPUS_PER_NODE = {"gb200": 4, "gb300": 4}
+
+
+def flashinfer_limit_bytes(device_name: str, world: int) -> float:
+    """The largest message (bytes) vLLM 0.33 all-reduces with FlashInfer among ``world`` GPUs of ``device_name``;
+    0 where FlashInfer's all-reduce is off (capability or world size not listed)."""
+    cap = CAPABILITY.get(device_name)
+    if cap is None or world not in FLASHINFER_MAX_MIB.get(cap, {}):
+        return 0.0
+    nodes = -(-world // GPUS_PER_NODE.get(device_name, 8))
+    return float(MNNVL_MAX_MIB.get((cap, world, nodes), FLASHINFER_MAX_MIB[cap][world]) * MIB)
+
+
+def flashinfer_applies(device_name: str, world: int, nbytes: int) -> bool:
+    """Whether vLLM 0.33 runs this tensor-parallel all-reduce with FlashInfer's kernels (before its custom one)."""
+    return 0 < nbytes <= flashinfer_limit_bytes(device_name, world)
 
 
 def applies(world: int, nbytes: int) -> bool:

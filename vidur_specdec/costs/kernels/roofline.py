@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Sequence, Tuple, Union
 
+from vidur_specdec.costs import routing
 from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.costs.kernels.base import NO_MOE, OP_FAMILIES, KernelSource
 from vidur_specdec.costs.profiles import builder as B
@@ -93,6 +94,8 @@ class RooflineKernels(KernelSource):
         out = {f: BUILT for f in OP_FAMILIES}
         if specs and not specs[0].is_moe:
             out["moe"] = NO_MOE
+        if specs and specs[0].is_moe:  # only a MoE target's summary names its routing model
+            out["moe_routing"] = routing.describe(specs[0])
         if specs and getattr(specs[0], "linear_layers", 0):  # only a hybrid model's summary names this family
             out["linear_attention"] = BUILT
         return out

@@ -13,10 +13,15 @@ Tables (``aiconfigurator-core`` 0.12.0, read by :mod:`.table_data`), per GPU of
   tokens). A chunk of c tokens after kv cached ones is priced ``max(t(c), t(kv + c) - t(kv))``:
   the two full prefills differ by exactly the chunk's attention FLOPs (``4 d q c (kv + c/2)``).
   Linear in L; quadratic beyond the largest L (causal attention's FLOPs).
-* ``all_reduce``: vLLM's custom all-reduce under CUDA graphs (``custom_allreduce_perf``,
+* ``all_reduce``: as vLLM 0.33 dispatches a tensor-parallel all-reduce: FlashInfer's all-reduce first, up to
+  its size limit for the GPU and world size (:func:`vidur_specdec.hardware.custom_all_reduce.flashinfer_applies`),
+  read from the TRT-LLM all-reduce rows (``comm/trtllm/<TRTLLM_AR_VERSION>/custom_allreduce_perf``, kernel
+  ``TRTLLM``: TensorRT-LLM's one-/two-shot kernels, which FlashInfer's all-reduce ports; timed between compute
+  kernels, as in a model); then vLLM's custom all-reduce under CUDA graphs (``custom_allreduce_perf``,
   ``vLLM_custom_graph``) where vLLM uses it (:func:`vidur_specdec.hardware.custom_all_reduce.applies`),
   NCCL's all-reduce (``nccl_perf``) otherwise and for ``engine.all_reduce: nccl``; by world size
-  (2, 4, 8) and message size (the tables' ``message_size`` counts bf16 elements). Linear in bytes.
+  (2, 4, 8) and message size (the tables' ``message_size`` counts bf16 elements). Linear in bytes. A world
+  size a GPU's tables lack (GB200: 2 and 4 only, one compute tray) is the roofline's.
 
 What no table covers stays on the calibrated roofline (:mod:`.roofline`) and
 :meth:`TableKernels.sources` says so per op family: elementwise kernels (norms,
@@ -40,7 +45,7 @@ import numpy as np
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
-from vidur_specdec.costs import all_to_all, moe_layer
+from vidur_specdec.costs import all_to_all, moe_layer, routing
 from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.costs.kernels import gdn as GDN
 from vidur_specdec.costs.kernels import mla_table as MLA
@@ -60,6 +65,8 @@ CUSTOM_AR_VERSIONS = {"l40s": "0.22.0"}
 # the NCCL table's release per GPU (the newest the package has)
 NCCL_VERSIONS = {"l40s": "2.27.3"}
 NCCL_DEFAULT = "2.29.2"
+# the TRT-LLM all-reduce table's release (the newest the package has): FlashInfer's all-reduce kernels
+TRTLLM_AR_VERSION = "1.3.0rc20"
 # (decode, prefill) attention kernels vLLM runs by default on the GPU (vllm/platforms/cuda.py, backend
 # priorities: FlashAttention 3 on Hopper, FlashInfer's TRT-LLM kernels on Blackwell, FlashAttention 2 on
 # Ada and SM120), as the tables name them
@@ -100,6 +107,8 @@ class TableKernels(RooflineKernels):
             TD.table_path(self.system, op, "vllm", VLLM_VERSION, table)  # a missing table: one line, now
         TD.table_path(self.system, "comm", "vllm", self.ar_version, "custom_allreduce_perf")
         TD.table_path(self.system, "comm", "nccl", self.nccl_version, "nccl_perf")
+        if device.name in CUSTOM_AR.CAPABILITY:  # FlashInfer's all-reduce runs on this GPU
+            TD.table_path(self.system, "comm", "trtllm", TRTLLM_AR_VERSION, "custom_allreduce_perf")
         self._grids: Dict[tuple, object] = {}
         self._ar: Dict[tuple, float] = {}
         self._readers: Dict[tuple, object] = {}
@@ -123,6 +132,8 @@ class TableKernels(RooflineKernels):
             out["moe"] = curve.label()
         elif specs and not specs[0].is_moe:
             out["moe"] = NO_MOE
+        if specs and specs[0].is_moe:  # only a MoE target's summary names its routing model
+            out["moe_routing"] = routing.describe(specs[0])
         out["gemm"] = out["lm_head"] = self._measured()
         readers = [self._attention(s, tp) for s in specs]
         for phase in ("decode", "prefill"):
@@ -132,9 +143,16 @@ class TableKernels(RooflineKernels):
         if specs and SA.applies(specs[0]):  # the target's DSA: decode from its module table (or built); prefill built
             out["attention_decode"] = SA.source(self, specs[0], tp)
             out["attention_prefill"] = BUILT
-        if tp in AR_WORLDS:
-            out["all_reduce"] = (self._measured("vllm", self.ar_version) + f" and nccl {self.nccl_version}"
-                                 if self.algorithm == "vllm_custom" else self._measured("nccl", self.nccl_version))
+        if tp > 1 and not self._has_ar_rows("nccl", tp):
+            out["all_reduce"] = f"built ({self.system}'s tables hold no {tp}-GPU all-reduce rows)"
+        elif tp in AR_WORLDS and self.algorithm != "vllm_custom":
+            out["all_reduce"] = self._measured("nccl", self.nccl_version)
+        elif tp in AR_WORLDS:
+            limit = CUSTOM_AR.flashinfer_limit_bytes(self.device.name, tp)
+            fi = (f"trtllm {TRTLLM_AR_VERSION} all-reduce kernels (FlashInfer's, as vLLM 0.33 runs them) up to "
+                  f"{limit / 2**20:g} MiB, then " if limit and self._has_ar_rows("flashinfer", tp) else "")
+            out["all_reduce"] = (f"measured: {self.system}, {fi}vllm {self.ar_version} custom all-reduce and nccl "
+                                 f"{self.nccl_version} ({TD.PACKAGE} {TD.PACKAGE_VERSION})")
         elif tp <= 1:
             out["all_reduce"] = "none (tensor parallel size 1)"
         if specs and getattr(specs[0], "linear_layers", 0):  # only a hybrid model's summary names this family
@@ -263,6 +281,9 @@ class TableKernels(RooflineKernels):
             if kind == "custom":
                 df = TD.load(self.system, "comm", "vllm", self.ar_version, "custom_allreduce_perf")
                 df = df[(df.kernel_source == "vLLM_custom_graph") & (df.num_gpus == world)]
+            elif kind == "flashinfer":
+                df = TD.load(self.system, "comm", "trtllm", TRTLLM_AR_VERSION, "custom_allreduce_perf")
+                df = df[(df.kernel_source == "TRTLLM") & (df.allreduce_dtype == "bfloat16") & (df.num_gpus == world)]
             else:
                 df = TD.load(self.system, "comm", "nccl", self.nccl_version, "nccl_perf")
                 df = df[(df.op_name == "all_reduce") & (df.nccl_dtype == "half") & (df.num_gpus == world)]
@@ -279,19 +300,27 @@ class TableKernels(RooflineKernels):
             t = self._ar[key] = float(TD.interp1(float(nbytes), *self._ar_curve(kind, world)))
         return t
 
+    def _has_ar_rows(self, kind: str, world: int) -> bool:
+        """Whether the ``kind`` all-reduce table (``custom``, ``flashinfer``, ``nccl``) holds ``world``-GPU rows."""
+        return world in AR_WORLDS and len(self._ar_curve(kind, world)[0]) >= 2
+
     def all_reduce_ms(self, world: int, nbytes: int) -> float:
+        """vLLM 0.33's dispatch: FlashInfer's all-reduce up to its limit, then the custom one, then NCCL."""
         if world <= 1 or nbytes <= 0:
             return 0.0
-        if world not in AR_WORLDS:
+        if not self._has_ar_rows("nccl", world):
             return super().all_reduce_ms(world, nbytes)
-        if self.algorithm == "vllm_custom" and CUSTOM_AR.applies(world, nbytes):
-            return self._table_ar("custom", world, int(nbytes))
+        if self.algorithm == "vllm_custom":
+            if CUSTOM_AR.flashinfer_applies(self.device.name, world, nbytes) and self._has_ar_rows("flashinfer", world):
+                return self._table_ar("flashinfer", world, int(nbytes))
+            if CUSTOM_AR.applies(world, nbytes) and self._has_ar_rows("custom", world):
+                return self._table_ar("custom", world, int(nbytes))
         return self._table_ar("nccl", world, int(nbytes))
 
     def nccl_all_reduce_ms(self, world: int, nbytes: int) -> float:
         if world <= 1 or nbytes <= 0:
             return 0.0
-        if world not in AR_WORLDS:
+        if not self._has_ar_rows("nccl", world):
             return super().nccl_all_reduce_ms(world, nbytes)
         return self._table_ar("nccl", world, int(nbytes))
 
