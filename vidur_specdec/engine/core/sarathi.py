@@ -106,23 +106,13 @@ class SarathiRank:
     def free(self, rid: int) -> None:
         self.allocated -= self.alloc.pop(rid)
 
-    def _decode_blocks(self, r) -> tuple:
-        """(blocks a decoding request needs free, blocks it takes) this step: with guesses or lookahead its KV
-        for ``processed + 1 + reserve`` tokens (at least one block free); else vLLM's one free block, taking one
-        when its newest token starts a block."""
-        held = self.alloc[r.id]
-        reserve = self.reserve.get(r.id, 0)
-        if reserve > 0:
-            need = -(-(r.processed + reserve + 1) // self.block_size) - held
-            if need < 0:
-                need = 0
-            return (need if need > 1 else 1), need
-        return 1, (1 if r.processed - held * self.block_size > 0 else 0)
-
     def can_allocate(self, r) -> bool:
-        if r.id not in self.alloc:  # a new (or restarted) request: its prompt's blocks above the watermark
+        """Whether a waiting request can start: a new (or restarted) one needs its prompt's blocks above the
+        watermark; one already holding blocks (a decode instance's loaded prompt) one free block (Sarathi's rule;
+        a decoding request's blocks, guesses and lookahead included, are found in :meth:`next_step`)."""
+        if r.id not in self.alloc:
             return self.num_blocks - self.allocated - ceil(r.prefill_tokens / self.block_size) >= self.watermark_blocks
-        return self.num_blocks - self.allocated >= self._decode_blocks(r)[0]
+        return self.num_blocks - self.allocated >= 1
 
     def _allocate_new(self, r) -> None:
         self.allocate(r.id, ceil(r.prefill_tokens / self.block_size))
@@ -189,42 +179,70 @@ class SarathiRank:
         skipped, prefills = [], []
         total = 0
         alloc = self.alloc
-        while running:
-            if len(dec) == cap:
+        bs = self.block_size
+        # a guess count with no proposer, trace, drafter context or tree to cut it: min(k, tokens left - 1)
+        plain = guessing and tree is None and not self.proposes_less and self.max_draft_context is None
+        k = self.k
+        n_run = len(running)
+        i = 0  # running[i:] not yet looked at; preemption takes victims from the end
+        nd = 0
+        while i < n_run:
+            if nd == cap:
                 break
-            r = running.pop(0)
+            r = running[i]
+            i += 1
             if not r.prefill_complete:
                 prefills.append(r)
                 continue
             # tokens charged: 1 + guesses, one token of the budget kept for every decode still to be placed
             if to_place > 0:
                 to_place -= 1
-            guesses = self._wanted_guesses(r) if guessing else 0
+            if plain:
+                guesses = r.total_tokens - r.processed - 1
+                if guesses > k:
+                    guesses = k
+            else:
+                guesses = self._wanted_guesses(r) if guessing else 0
             budget = chunk - total - to_place - 1
             if guesses > budget:
                 guesses = budget if budget > 0 else 0
             if tree is not None and guesses < tree:
                 guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
-            reserve[r.id] = guesses + lookahead
-            free_needed, take = self._decode_blocks(r)
-            while self.num_blocks - self.allocated < free_needed:  # preempt the newest running request
-                if running:
+            rid = r.id
+            reserve[rid] = res = guesses + lookahead
+            # KV blocks: with guesses or lookahead for processed + 1 + reserve tokens (at least one block free),
+            # else vLLM's one free block, taking one when the newest token starts a block
+            held = alloc[rid]
+            if res > 0:
+                take = -(-(r.processed + res + 1) // bs) - held
+                if take < 0:
+                    take = 0
+                need = take if take > 1 else 1
+            else:
+                need = 1
+                take = 1 if r.processed > held * bs else 0
+            while self.num_blocks - self.allocated < need:  # preempt the newest running request
+                if i < n_run:
                     victim = running.pop()
+                    n_run -= 1
                     victim.restart()
                     self.free(victim.id)
                     self.queue.insert(0, victim)
                 else:
                     r.restart()
-                    self.free(r.id)
+                    self.free(rid)
                     self.queue.insert(0, r)
                     break
             else:
                 if take:
                     self.allocated += take
-                    alloc[r.id] += take
-                total += 1 + guesses
+                    alloc[rid] = held + take
+                q = 1 + guesses
+                total += q
                 dec.append(r)
-                dq.append(1 + guesses)
+                dq.append(q)
+                nd += 1
+        running = running[i:]
         for r in prefills:
             q = r.prefill_tokens - r.processed
             if q > chunk - total:
@@ -280,26 +298,31 @@ class SarathiRank:
         acc = self.acceptance
         tree = self.tree_nodes
         no_proposal = self.no_proposal
-        ids, idx, ctx, gs, accs, catch, prev = [], [], [], [], [], [], []
-        for r, q in zip(dec, dq):
-            guesses = q - 1
-            accepted = 0
-            if acc is not None and r.id not in no_proposal:
-                src = r.acceptance
-                if src is None:
-                    src = r.acceptance = acc.for_request(r)
-                # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
-                limit = guesses if tree is None else min(guesses, r.total_tokens - r.processed - 1)
-                accepted = src.next(limit, r.processed - r.prompt_tokens)
-            r.planned_guesses = guesses
-            r.planned_accepted = accepted
-            ids.append(r.id)
-            idx.append(r.index)
-            ctx.append(r.processed)
-            gs.append(guesses)
-            accs.append(accepted)
-            catch.append(r.catchup_tokens)
-            prev.append(r.previous_q_tokens)
+        gs = [q - 1 for q in dq]
+        if acc is None:
+            accs = [0] * len(dec)
+            for r, g in zip(dec, gs):
+                r.planned_guesses = g
+                r.planned_accepted = 0
+        else:
+            accs = []
+            for r, g in zip(dec, gs):
+                accepted = 0
+                if r.id not in no_proposal:
+                    src = r.acceptance
+                    if src is None:
+                        src = r.acceptance = acc.for_request(r)
+                    # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
+                    limit = g if tree is None else min(g, r.total_tokens - r.processed - 1)
+                    accepted = src.next(limit, r.processed - r.prompt_tokens)
+                r.planned_guesses = g
+                r.planned_accepted = accepted
+                accs.append(accepted)
+        ids = [r.id for r in dec]
+        idx = [r.index for r in dec]
+        ctx = [r.processed for r in dec]
+        catch = [r.catchup_tokens for r in dec]
+        prev = [r.previous_q_tokens for r in dec]
         d = DecodePart(ids, idx, dq, ctx, gs, accs, catch, prev)
         if not pre:
             return build_plan(k, sync, d, NO_PREFILL, self._draft_recompute(pre))
