@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from vidur_specdec.architectures.errors import ModelError
+from vidur_specdec.architectures.quant import FORMAT_BYTES
 from vidur_specdec.architectures.layer_plan import attention_params, indexer_params, mixer_params  # noqa: F401 (re-exported)
 from vidur_specdec.config import ConfigError
 
@@ -60,9 +61,8 @@ _MODELED = {
 }
 for _a in _SPARSE_ATTENTION:
     _MODELED[_a] = _MODELED["DeepseekV3ForCausalLM"]
-# Bytes per weight of each checkpoint format: bf16 2; fp8 e4m3 1 (+ one fp32 scale per 128x128 block,
-# 1/4096, left out); MXFP4 4 bits + one e8m0 scale byte per 32 values = 4.25 bits (OCP MX spec v1.0).
-BYTES_PER_WEIGHT = {"": 2.0, "bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8.0}
+# Bytes per weight of each format (quant.FORMAT_BYTES, which cites them), "" for bf16
+BYTES_PER_WEIGHT = {"": 2.0, **FORMAT_BYTES}
 
 
 def _err(where: str, key: str, why: str) -> ConfigError:
@@ -130,7 +130,16 @@ def _quantization(cfg: Mapping, arch: str, where: str) -> str:
         return "fp8"
     if method == "mxfp4" and arch == "GptOssForCausalLM":
         return "mxfp4"
-    modeled = "mxfp4" if arch == "GptOssForCausalLM" else "fp8 (e4m3, dynamic activations)"
+    if isinstance(q, Mapping) and arch != "GptOssForCausalLM":  # ModelOpt NVFP4 / FP8, compressed-tensors int4
+        from vidur_specdec.architectures import quant
+
+        found = quant.modelopt_method(q, where)
+        if found:
+            return found
+        if method == "compressed-tensors":
+            return quant.compressed_tensors_method(q, where)
+    modeled = "mxfp4" if arch == "GptOssForCausalLM" else \
+        "fp8 (e4m3, dynamic activations), modelopt (NVFP4, FP8), compressed-tensors (int4 experts)"
     raise _err(where, "quantization_config", f"quant_method {method!r} is not modeled for {arch} (modeled: "
                f"{modeled}); its weights would be priced at the wrong size")
 
@@ -267,23 +276,30 @@ def param_counts(spec) -> dict:
 
 
 def weight_bytes(spec, tp: int = 1, experts_per_gpu=None) -> float:
-    """Bytes of one GPU's weights at the checkpoint's format (``spec.quantization``).
+    """Bytes of one GPU's weights at the checkpoint's format (each part's, :func:`vidur_specdec.architectures.quant.part_format`).
 
     Experts are split ``1/tp`` wide on every GPU (tensor parallel), or whole
     experts ``experts_per_gpu`` to a GPU when given (expert parallel). fp8 covers
     every linear layer; mxfp4 the routed experts only (their biases, attention,
-    router, embedding and LM head stay bf16, as in the gpt-oss checkpoints).
+    router, embedding and LM head stay bf16, as in the gpt-oss checkpoints);
+    ModelOpt NVFP4 every linear layer its exclude list does not keep in bf16.
+    The router, the indexer's ``wk`` + ``weights_proj``, biases, embedding and
+    LM head stay bf16.
     """
-    q = spec.quantization
-    lin = BYTES_PER_WEIGHT["fp8"] if q == "fp8" else 2.0
-    exp_b = BYTES_PER_WEIGHT[q] if q in ("fp8", "mxfp4") else 2.0
+    from vidur_specdec.architectures import quant
+
+    a, o = quant.weight_bytes(spec, "attention"), quant.weight_bytes(spec, "o_proj")
     L, Lm, h = spec.num_layers, spec.num_moe_layers, spec.hidden_size
-    body = lin * _mixers(spec, tp)
-    body += (2.0 - lin) * L * indexer_params(spec)[1]  # the sparse-attention indexer's wk + weights_proj stay bf16
-    body += lin * (L - Lm) * 3 * h * spec.ffn_size / tp
-    body += Lm * (2.0 * router_params(spec) + lin * 3 * h * spec.shared_ffn_size / tp)
+    idx_q, idx_k = indexer_params(spec)
+    body = a * _mixers(spec, tp)
+    if o != a:  # o_proj in another format (NVFP4 DeepSeek: bf16 q/kv, NVFP4 o_proj); full-attention layers only
+        v = spec.v_head_dim if spec.kv_lora_rank else spec.head_dim
+        body += (o - a) * (L - spec.linear_layers) * (spec.num_heads // tp) * v * h
+    body += (quant.weight_bytes(spec, "indexer") - a) * L * idx_q + (2.0 - a) * L * idx_k
+    body += quant.weight_bytes(spec, "dense_mlp") * (L - Lm) * 3 * h * spec.ffn_size / tp
+    body += Lm * (2.0 * router_params(spec) + quant.weight_bytes(spec, "shared_experts") * 3 * h * spec.shared_ffn_size / tp)
     matrices = 3 * h * spec.expert_ffn_size
     biases = expert_params(spec) - matrices
     n_exp = spec.num_experts / tp if experts_per_gpu is None else experts_per_gpu
-    body += Lm * n_exp * (exp_b * matrices + 2.0 * biases)
+    body += Lm * n_exp * (quant.weight_bytes(spec, "experts") * matrices + 2.0 * biases)
     return body + 2.0 * spec.embedding_params(tp)

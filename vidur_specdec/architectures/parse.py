@@ -59,10 +59,18 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if d.get("mamba_ssm_dtype") not in (None, "", "bfloat16", "float16", "float32"):
         raise ModelError(f"{where}: mamba_ssm_dtype must be float32, bfloat16 or float16, got {d['mamba_ssm_dtype']!r}")
     out["mamba_ssm_dtype"] = d.get("mamba_ssm_dtype") or ""
-    if d.get("quantization") not in (None, "", "fp8", "mxfp4"):
-        raise ModelError(f"{where}: quantization must be fp8 or mxfp4 (the checkpoint's format), "
-                         f"got {d['quantization']!r}")
+    from vidur_specdec.architectures import quant
+
+    if d.get("quantization") not in (None, "") + quant.METHODS:
+        raise ModelError(f"{where}: quantization must be one of {', '.join(quant.METHODS)} (vLLM's method for the "
+                         f"checkpoint's format), got {d['quantization']!r}")
     out["quantization"] = d.get("quantization") or ""
+    parts = d.get("bf16_parts") or ""
+    if not isinstance(parts, str) or not set(p for p in parts.split(",") if p) <= set(quant.PARTS):
+        raise ModelError(f"{where}: bf16_parts must be a comma-separated list of {', '.join(quant.PARTS)}, "
+                         f"got {parts!r}")
+    if parts:
+        out["bf16_parts"] = ",".join(sorted(set(p for p in parts.split(",") if p)))
     if d.get("kv_cache_dtype") not in (None, "", "fp8"):
         raise ModelError(f"{where}: kv_cache_dtype must be fp8 or empty (bf16), got {d['kv_cache_dtype']!r}")
     out["kv_cache_dtype"] = d.get("kv_cache_dtype") or ""
@@ -116,6 +124,20 @@ _HF_KEYS = {
 
 
 def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
+    """A :class:`ModelSpec` from a Hugging Face ``config.json`` (:func:`_model_from_hf_config`), with the parts its
+    checkpoint format keeps in bf16 and the KV cache it declares (:func:`vidur_specdec.architectures.quant.checkpoint_parts`)."""
+    spec = _model_from_hf_config(cfg, name, where)
+    if spec.quantization in ("modelopt", "modelopt_fp4", "compressed-tensors"):
+        from dataclasses import replace
+
+        from vidur_specdec.architectures import quant
+
+        archs = [a for a in (cfg.get("architectures") or []) if isinstance(a, str)] or ["LlamaForCausalLM"]
+        spec = replace(spec, **quant.checkpoint_parts(cfg, spec, archs[0], where))
+    return spec
+
+
+def _model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face ``config.json`` of a Llama-architecture model.
 
     Accepted when ``architectures`` holds ``LlamaForCausalLM`` or ``model_type``

@@ -57,7 +57,8 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
             data = json.loads(text)
         except json.JSONDecodeError:
             raise ModelError(f"{where}: is not valid JSON") from None
-        return model_from_hf_config(data, path.parent.name or path.stem, where)
+        return model_from_hf_config(_with_hf_quant(data, path.parent / "hf_quant_config.json", where),
+                                    path.parent.name or path.stem, where)
 
     data = parse_yaml_text(text, str(path), key)
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
@@ -73,4 +74,23 @@ def _shipped_config(name: str) -> Optional[Mapping]:
         return None
     from vidur_specdec.architectures import hybrid  # lazy: start-up
 
-    return hybrid.load_aic_config(name)
+    cfg = hybrid.load_aic_config(name)
+    if cfg is None:
+        return None
+    path = hybrid.aic_config_path(name)
+    return _with_hf_quant(cfg, path.with_name(path.name.replace("_config.json", "_hf_quant_config.json")), name)
+
+
+def _with_hf_quant(cfg, path: Path, where: str):
+    """``cfg`` with the ``hf_quant_config.json`` at ``path`` as its ``quantization_config`` when it has none, as
+    vLLM 0.33 reads a ModelOpt checkpoint (``transformers_utils/config.py``: "ModelOpt 0.29.0 and before saves
+    the quantization config in a separate hf_quant_config.json")."""
+    if not isinstance(cfg, Mapping) or not _is_file(path):
+        return cfg
+    try:
+        hf_quant = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise ModelError(f"model: {where}: {path.name} is not valid JSON") from None
+    from vidur_specdec.architectures import quant
+
+    return quant.attach_hf_quant_config(cfg, hf_quant if isinstance(hf_quant, Mapping) else None)

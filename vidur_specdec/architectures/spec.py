@@ -45,7 +45,10 @@ class ModelSpec:
     v_head_dim: int = 0
     sliding_window: int = 0  # tokens a sliding-window layer attends (gpt-oss 128)
     sliding_layers: int = 0  # how many decoder layers use the sliding window
-    quantization: str = ""  # weight format: "" (bf16), "fp8" (every linear layer, W8A8), "mxfp4" (routed experts)
+    # vLLM's quantization method of the checkpoint: "" (bf16), "fp8" (every linear layer, W8A8), "mxfp4" (routed
+    # experts), "modelopt" (ModelOpt FP8), "modelopt_fp4" (ModelOpt NVFP4), "compressed-tensors" (int4 experts);
+    # each part's format: architectures/quant.py part_format
+    quantization: str = ""
     kv_cache_dtype: str = ""  # KV-cache element: "" (bf16, 2 bytes) or "fp8" (e4m3, 1 byte)
     mtp_layers: int = 0  # multi-token-prediction modules shipped with the checkpoint (num_nextn_predict_layers)
     # Hybrid linear attention (Qwen3.5's gated delta net, architectures/hybrid.py); 0: none
@@ -68,6 +71,7 @@ class ModelSpec:
     global_head_dim: int = 0  # head size of the global layers (the sliding layers use head_dim)
     global_kv_heads: int = 0  # KV heads of the global layers
     attention_k_eq_v: bool = False  # global layers ship K only, loaded as both K and V (vLLM holds it twice)
+    bf16_parts: str = ""  # parts a quantized checkpoint keeps in bf16, comma-separated (quant.PARTS; its exclude list)
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -159,4 +163,4 @@ OPTIONAL_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense
                    "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                    "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
                    "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk",
-                   "global_head_dim", "global_kv_heads", "attention_k_eq_v")
+                   "global_head_dim", "global_kv_heads", "attention_k_eq_v", "bf16_parts")

@@ -38,6 +38,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from vidur_specdec.architectures import quant
 from vidur_specdec.config import ConfigError
 
 CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()  # joins built-profile cache keys
@@ -54,14 +55,18 @@ def applies(spec) -> bool:
 
 
 def _dtype(spec) -> str:
-    return "fp8" if getattr(spec, "quantization", "") == "fp8" else "bf16"
+    """The format of the layer's q/kv projections (the DSA module rows' gemm_type)."""
+    return quant.gemm_dtype(spec, "attention")
+
+
+GEMM_TYPES = {"fp8": "fp8_block", "bf16": "bfloat16", "nvfp4": "nvfp4"}  # the module rows' gemm_type
 
 
 def projections_ms(kernels, spec, tokens):
     """The indexer's two projections over ``tokens`` query tokens (ms, one GPU; replicated weights)."""
     hi, di = spec.index_n_heads, spec.index_head_dim
     t = np.asarray(tokens, dtype=float)
-    q = kernels.gemm_ms(t, spec.q_lora_rank or spec.hidden_size, hi * di, _dtype(spec))
+    q = kernels.gemm_ms(t, spec.q_lora_rank or spec.hidden_size, hi * di, quant.gemm_dtype(spec, "indexer"))
     k = kernels.gemm_ms(t, spec.hidden_size, di + hi, "bf16")
     return np.where(t > 0, q + k, 0.0)
 
@@ -114,7 +119,7 @@ def _table(kernels, spec, tp: int):
             continue
         kv_dtype = "fp8" if key[4] == "fp8" else "bfloat16"
         rows = df[(df.model == spec.name) & (df.num_heads == key[2]) & (df.op_name == "dsa_generation_module")
-                  & (df.gemm_type == ("fp8_block" if key[3] == "fp8" else "bfloat16"))
+                  & (df.gemm_type == GEMM_TYPES[key[3]])
                   & (df.kv_cache_dtype == kv_dtype)]
         if "tp_size" in rows and rows.tp_size.nunique() > 1:  # SGLang: one tp per head count; prefer the run's
             rows = rows[rows.tp_size == (tp if tp in set(rows.tp_size) else rows.tp_size.min())]
@@ -168,7 +173,7 @@ def attention_op_times(kernels, spec, tp: int, out: Dict, batch_size, kv_cache_s
                                           (batch_size, kv_cache_size, prefill_chunk_size)))
     pre = chunk > 0
     b = np.where(pre, 1.0, bs)
-    linear = kernels.mlp_op_times(spec, tp, b)
+    linear = kernels.mlp_op_times(quant.module_spec(spec), tp, b)  # at the module rows' GEMM dtype
     charged = sum(np.asarray(linear[op], dtype=float) for op in ("attn_pre_proj", "attn_post_proj", "attn_rope"))
     charged = charged + out["attn_input_reshape"] + out["attn_output_reshape"]
     dec = decode_ms(kernels, spec, tp, b, kv, charged)
