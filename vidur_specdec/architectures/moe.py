@@ -52,7 +52,7 @@ EXPERT_KEYS = frozenset({
 # The expert keys each architecture's transformers configuration class defines.
 _MODELED = {
     "Qwen3MoeForCausalLM": {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
-                            "mlp_only_layers"},
+                            "mlp_only_layers", "shared_expert_intermediate_size"},
     "MixtralForCausalLM": {"num_local_experts", "num_experts_per_tok"},
     "DeepseekV3ForCausalLM": {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
                               "first_k_dense_replace", "moe_layer_freq", "ep_size", "n_group", "topk_group"},
@@ -61,6 +61,9 @@ _MODELED = {
 }
 for _a in _SPARSE_ATTENTION:
     _MODELED[_a] = _MODELED["DeepseekV3ForCausalLM"]
+# GLM-5.1 NVFP4 and GLM-5.2 also write mlp_layer_types (checked against first_k_dense_replace) and num_experts
+# (NVIDIA's GLM-5.2 NVFP4: checked equal to n_routed_experts)
+_MODELED["GlmMoeDsaForCausalLM"] = _MODELED["GlmMoeDsaForCausalLM"] | {"mlp_layer_types", "num_experts"}
 # Bytes per weight of each format (quant.FORMAT_BYTES, which cites them), "" for bf16
 BYTES_PER_WEIGHT = {"": 2.0, **FORMAT_BYTES}
 
@@ -166,6 +169,9 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
             cfg.get("use_sliding_window") or arch == "MixtralForCausalLM"):
         raise _err(where, "sliding_window", f"is set on a {arch}; sliding attention is modeled for GptOss only")
     if arch == "Qwen3MoeForCausalLM":
+        if _int(cfg, "shared_expert_intermediate_size", where, default=0, minimum=0):
+            raise _err(where, "shared_expert_intermediate_size", "is not 0; vLLM 0.33's qwen3_moe.py has no shared "
+                       "expert")
         step = _int(cfg, "decoder_sparse_step", where, default=1)
         only = cfg.get("mlp_only_layers") or []
         if not isinstance(only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < L
@@ -189,6 +195,10 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
         k_dense = _int(cfg, "first_k_dense_replace", where, default=0, minimum=0)
         freq = _int(cfg, "moe_layer_freq", where, default=1)
         moe = sum(1 for i in range(L) if i >= k_dense and i % freq == 0)
+        _mlp_layer_types(cfg, L, [i >= k_dense and i % freq == 0 for i in range(L)], where)
+        if cfg.get("num_experts") is not None and cfg["num_experts"] != cfg.get("n_routed_experts"):
+            raise _err(where, "num_experts", f"({cfg['num_experts']!r}) disagrees with n_routed_experts "
+                       f"({cfg.get('n_routed_experts')!r})")
         f = _int(cfg, "moe_intermediate_size", where)
         rope, nope = _int(cfg, "qk_rope_head_dim", where), _int(cfg, "qk_nope_head_dim", where)
         d.update(num_experts=_int(cfg, "n_routed_experts", where), expert_ffn_size=f, dense_layers=L - moe,
@@ -217,8 +227,30 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
     return d
 
 
+def _mlp_layer_types(cfg: Mapping, L: int, moe_layers, where: str) -> None:
+    """``mlp_layer_types`` (GLM-5.1 NVFP4, GLM-5.2: ``dense`` / ``sparse`` per layer) must name the layers
+    ``first_k_dense_replace`` and ``moe_layer_freq`` make MoE (vLLM 0.33 ``deepseek_v2.py`` builds them from those)."""
+    types = cfg.get("mlp_layer_types")
+    if types is None:
+        return
+    want = ["sparse" if m else "dense" for m in moe_layers]
+    if not isinstance(types, list) or types[:L] != want:
+        raise _err(where, "mlp_layer_types", f"disagrees with first_k_dense_replace / moe_layer_freq "
+                   f"({want.count('dense')} dense layers, then MoE)")
+
+
+# IndexCache (GLM-5.2): layers that reuse another layer's top-k instead of running their own indexer
+_INDEX_CACHE_KEYS = ("indexer_types", "index_topk_freq", "index_topk_pattern")
+
+
 def _sparse_attention(cfg: Mapping, d: dict, where: str) -> None:
     """DeepSeek sparse attention's indexer fields (DeepSeek-V3.2, GLM-5) into ``d``."""
+    for key in _INDEX_CACHE_KEYS:
+        v = cfg.get(key)
+        if v is not None and v != 1 and not (isinstance(v, list) and set(v) <= {"full", "F"}):
+            raise _err(where, key, "shares one layer's indexer top-k with the next ones (IndexCache; vLLM 0.33 "
+                       "deepseek_v2.py skip_topk): layers without their own indexer and its keys are not modeled "
+                       "(every layer would be charged an indexer)")
     d.update(index_n_heads=_int(cfg, "index_n_heads", where), index_head_dim=_int(cfg, "index_head_dim", where),
              index_topk=_int(cfg, "index_topk", where))
     qk = d["head_dim"]  # qk_nope_head_dim + qk_rope_head_dim

@@ -7,6 +7,7 @@ Built by :mod:`~vidur_specdec.architectures.parse` (which checks the fields) and
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Dict, Optional
 
@@ -81,6 +82,14 @@ class ModelSpec:
     def is_moe(self) -> bool:
         """True when the decoder's MLPs are (mostly) mixture-of-experts layers."""
         return self.num_experts > 0
+
+    @property
+    def vidur_q_heads(self) -> int:
+        """Query heads as Vidur's ReplicaConfig is given them: ``num_heads``; where ``head_dim`` is given explicitly
+        and ``hidden_size`` is not a multiple of ``num_heads`` (Qwen3.5-27B: 24 heads of 256 on a 5120 hidden),
+        the largest divisor of both (Vidur asserts ``embedding_dim % num_q_heads == 0`` and derives a head size
+        from it that the simulator never reads: it prices every op from this spec's own fields)."""
+        return self.num_heads if self.hidden_size % self.num_heads == 0 else math.gcd(self.hidden_size, self.num_heads)
 
     @property
     def num_moe_layers(self) -> int:

@@ -136,7 +136,7 @@ def vidur_model_name(spec: ModelSpec) -> str:
         pass
     cls = dataclasses.make_dataclass(
         "SpecDec_" + "".join(c if c.isalnum() else "_" for c in name),
-        [("num_layers", int, spec.num_layers), ("num_q_heads", int, spec.num_heads),
+        [("num_layers", int, spec.num_layers), ("num_q_heads", int, spec.vidur_q_heads),
          ("num_kv_heads", int, spec.num_kv_heads), ("embedding_dim", int, spec.hidden_size),
          ("mlp_hidden_dim", int, spec.ffn_size), ("max_model_len", int, spec.max_model_len),
          ("vocab_size", int, spec.vocab_size)],
