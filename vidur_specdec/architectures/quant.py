@@ -41,7 +41,8 @@ or Gemma 4 model).
 from __future__ import annotations
 
 import dataclasses
-from fnmatch import fnmatch
+import re
+from fnmatch import translate
 from typing import Dict, List, Mapping, Optional
 
 from vidur_specdec.architectures.errors import ModelError
@@ -227,9 +228,19 @@ def _exclusions(q: Mapping) -> List[str]:
     return out
 
 
-def _excluded(module: str, patterns: List[str]) -> bool:
-    """vLLM's ``is_layer_excluded``: exact, substring, or wildcard."""
-    return any(p == module or ("*" not in p and p in module) or fnmatch(module, p) for p in patterns)
+class _Exclusions:
+    """vLLM's ``is_layer_excluded`` over one exclude list: exact, substring or ``fnmatch`` wildcard, as two regexes."""
+
+    def __init__(self, patterns: List[str]) -> None:
+        plain = [p for p in patterns if not any(c in p for c in "*?[")]
+        self.subs = tuple(plain)  # exact or substring
+        trees = [p for p in patterns if p.endswith(".*") and not any(c in p[:-2] for c in "*?[")]
+        self.trees = tuple(p[:-1] for p in trees)  # "path.*": every module under path
+        self.wild = [re.compile(translate(p)) for p in patterns if p not in plain and p not in trees]
+
+    def __call__(self, module: str) -> bool:
+        return (any(p in module for p in self.subs) or module.startswith(self.trees)
+                or any(w.match(module) for w in self.wild))
 
 
 def _prefix(patterns: List[str], default: str) -> str:
@@ -312,6 +323,7 @@ def checkpoint_parts(cfg: Mapping, spec, arch: str, where: str) -> dict:
                    "mapped for this architecture")
     patterns = _exclusions(q)
     prefix = _prefix(patterns, _DEFAULT_PREFIX.get(arch, "model."))
+    excluded = _Exclusions(patterns)
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), Mapping) else cfg
     types = _layer_types(text, spec)
     bf16 = []
@@ -319,7 +331,7 @@ def checkpoint_parts(cfg: Mapping, spec, arch: str, where: str) -> dict:
         layers = _layers_of(spec, part, arch, types)
         if not layers:
             continue
-        hit = [any(_excluded(f"{prefix}layers.{i}.{s}", patterns) for s in suffixes) for i in layers]
+        hit = [any(excluded(f"{prefix}layers.{i}.{s}") for s in suffixes) for i in layers]
         if all(hit):
             bf16.append(part)
         elif any(hit):
@@ -328,10 +340,10 @@ def checkpoint_parts(cfg: Mapping, spec, arch: str, where: str) -> dict:
     if spec.mtp_layers:
         mtp = [f"{prefix}layers.{spec.num_layers + j}.mlp.experts" for j in range(spec.mtp_layers)] + \
               [f"mtp.layers.{j}.mlp.experts" for j in range(spec.mtp_layers)]
-        if any(_excluded(m, patterns) for m in mtp):
+        if any(excluded(m) for m in mtp):
             bf16.append("mtp")
     root = prefix[:-len("model.")] if prefix.endswith("model.") else ""
-    if not (_excluded("lm_head", patterns) or _excluded(f"{root}lm_head", patterns)):
+    if not (excluded("lm_head") or excluded(f"{root}lm_head")):
         raise _err(where, f"quantizes lm_head ({spec.quantization}); an LM head in that format is not modeled")
     spec2 = dataclasses.replace(spec, bf16_parts=",".join(sorted(bf16)))
     if spec.linear_layers or spec.global_head_dim or spec.chunked_layers:

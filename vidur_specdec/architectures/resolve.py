@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
@@ -38,9 +39,9 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     name = str(value)
     if name in KNOWN_MODELS:
         return KNOWN_MODELS[name]
-    shipped = _shipped_config(name)
+    shipped = _shipped_model(name, key)
     if shipped is not None:
-        return model_from_hf_config(shipped, name, f"{key}: {name}")
+        return shipped
     path = Path(name).expanduser()
     if not (name.endswith((".json", ".yaml", ".yml")) or _is_file(path)):
         raise ModelError(f"{key}: unknown model {name!r}; must be one of {', '.join(KNOWN_MODELS)}, "
@@ -64,6 +65,13 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
         return model_from_hf_config(data, path.stem, where)
     return model_from_dict(data or {}, where)
+
+
+@lru_cache(maxsize=256)
+def _shipped_model(name: str, key: str) -> Optional[ModelSpec]:
+    """The spec of the config.json aiconfigurator-core ships for ``name`` (read once per process), or None."""
+    shipped = _shipped_config(name)
+    return None if shipped is None else model_from_hf_config(shipped, name, f"{key}: {name}")
 
 
 def _shipped_config(name: str) -> Optional[Mapping]:
