@@ -181,3 +181,26 @@ def test_the_roofline_prices_nvfp4_at_the_fp4_rate_with_four_and_a_half_bit_weig
         t0 = builder.mlp_op_times(base, dev, 1, [tokens])["attn_pre_proj"][0]
         assert t1 < 0.5 * t0
     assert get_device("b200").fp4_flops == 2 * get_device("b200").fp8_flops and get_device("h200").fp4_flops == 0
+
+
+def test_kimi_k25_int4_experts_read_the_marlin_int4_rows_where_vllm_runs_marlin():
+    m = resolve_model("moonshotai/Kimi-K2.5")  # compressed-tensors W4A16 int4, group 32: routed experts only
+    assert (m.quantization, quant.part_format(m, "experts"), quant.gemm_dtype(m, "attention")) == \
+        ("compressed-tensors", "int4", "bf16")
+    assert moe.weight_bytes(m, 8) < moe.weight_bytes(dataclasses.replace(m, quantization=""), 8) * 0.3
+    curve, why = F.try_curve("h200_sxm", m, 8)
+    assert why == "" and curve.moe_dtype == "int4_wo" and "marlin" in curve.kernel.kernel_source
+    none, why = F.try_curve("b200_sxm", m, 8)  # vLLM runs FlashInfer's MxInt4 kernel there: no rows
+    assert none is None and "int4_wo" in why
+    with pytest.raises(ModelError, match="compressed-tensors format 'float-quantized' is not modeled"):
+        cfg = copy.deepcopy(load_aic_config("moonshotai/Kimi-K2.5"))
+        cfg["text_config"]["quantization_config"]["format"] = "float-quantized"
+        model_from_hf_config(cfg, "x")
+
+
+def test_modelopt_fp8_dense_checkpoint_reads_its_hf_quant_config():
+    m = resolve_model("nvidia/Llama-3.1-70B-Instruct-FP8")
+    assert (m.quantization, m.kv_cache_dtype, quant.gemm_dtype(m, "dense_mlp"), quant.gemm_dtype(m, "lm_head")) == \
+        ("modelopt", "fp8", "fp8", "bf16")
+    with pytest.raises(ConfigError, match="^quantization: fp8 differs from nvidia/Llama-3.1-70B-Instruct-FP8's"):
+        load({"model": "nvidia/Llama-3.1-70B-Instruct-FP8", "device": "h200", "quantization": "fp8"})

@@ -111,5 +111,5 @@ def load_aic_config(name: str) -> Optional[dict]:
     if path is None:
         return None
     cfg = json.loads(path.read_text(encoding="utf-8"))
-    cfg.setdefault("_name_or_path", name)
+    cfg["_name_or_path"] = name  # the name it ships under (NVIDIA's Llama-3.1-70B FP8 carries a local path)
     return cfg
