@@ -112,26 +112,44 @@ def _table(kernels, spec, tp: int):
     from vidur_specdec.costs.kernels import table_data as TD
 
     out = None
-    for framework, version in TABLE_SOURCES:
-        try:
-            df = TD.load(system, "sparse_attention", framework, version, TABLE)
-        except (ConfigError, OSError):
-            continue
-        kv_dtype = "fp8" if key[4] == "fp8" else "bfloat16"
-        rows = df[(df.model == spec.name) & (df.num_heads == key[2]) & (df.op_name == "dsa_generation_module")
-                  & (df.gemm_type == GEMM_TYPES[key[3]])
-                  & (df.kv_cache_dtype == kv_dtype)]
-        if "tp_size" in rows and rows.tp_size.nunique() > 1:  # SGLang: one tp per head count; prefer the run's
-            rows = rows[rows.tp_size == (tp if tp in set(rows.tp_size) else rows.tp_size.min())]
-        if "kernel_source" in rows and rows.kernel_source.nunique() > 1:
-            rows = rows[rows.kernel_source == sorted(rows.kernel_source.unique())[0]]
-        if len(rows) and rows.batch_size.nunique() > 1 and rows.step.nunique() > 1:
-            rows = rows.groupby(["batch_size", "step"], as_index=False)["latency"].median()
-            out = (f"measured: {system}, {framework} {version} ({TD.PACKAGE} {TD.PACKAGE_VERSION}, {TABLE})",
-                   TD.dense_grid(rows, "batch_size", "step"))
+    for model in (spec.name, *same_shape(spec)):  # a checkpoint of another name (NVFP4) reads its base model's rows
+        for framework, version in TABLE_SOURCES:
+            try:
+                df = TD.load(system, "sparse_attention", framework, version, TABLE)
+            except (ConfigError, OSError):
+                continue
+            kv_dtype = "fp8" if key[4] == "fp8" else "bfloat16"
+            rows = df[(df.model == model) & (df.num_heads == key[2]) & (df.op_name == "dsa_generation_module")
+                      & (df.gemm_type == GEMM_TYPES[key[3]])
+                      & (df.kv_cache_dtype == kv_dtype)]
+            if "tp_size" in rows and rows.tp_size.nunique() > 1:  # SGLang: one tp per head count; prefer the run's
+                rows = rows[rows.tp_size == (tp if tp in set(rows.tp_size) else rows.tp_size.min())]
+            if "kernel_source" in rows and rows.kernel_source.nunique() > 1:
+                rows = rows[rows.kernel_source == sorted(rows.kernel_source.unique())[0]]
+            if len(rows) and rows.batch_size.nunique() > 1 and rows.step.nunique() > 1:
+                rows = rows.groupby(["batch_size", "step"], as_index=False)["latency"].median()
+                of = "" if model == spec.name else f"; rows of {model}, the same attention shape"
+                out = (f"measured: {system}, {framework} {version} ({TD.PACKAGE} {TD.PACKAGE_VERSION}, {TABLE}{of})",
+                       TD.dense_grid(rows, "batch_size", "step"))
+                break
+        if out is not None:
             break
     _TABLE_CACHE[key] = out
     return out
+
+
+_SHAPE = ("hidden_size", "num_heads", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "head_dim", "v_head_dim",
+          "index_n_heads", "index_head_dim", "index_topk")
+
+
+def same_shape(spec):
+    """Known sparse-attention models (their names, sorted) whose attention layer has ``spec``'s shape: where the
+    tables hold no rows under ``spec``'s own name (NVIDIA's NVFP4 DeepSeek-V3.2 and GLM-5), their rows are read."""
+    from vidur_specdec.architectures.known import KNOWN_MODELS
+
+    want = tuple(getattr(spec, f) for f in _SHAPE)
+    return sorted(n for n, m in KNOWN_MODELS.items() if n != spec.name and m.index_topk
+                  and tuple(getattr(m, f) for f in _SHAPE) == want)
 
 
 def source(kernels, spec, tp: int) -> str:
