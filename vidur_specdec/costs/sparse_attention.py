@@ -106,7 +106,8 @@ def _table(kernels, spec, tp: int):
     system = getattr(kernels, "system", None)
     if system is None:
         return None
-    key = (system, spec.name, spec.num_heads // tp, _dtype(spec), getattr(spec, "kv_cache_dtype", ""))
+    key = (system, spec.name, spec.num_heads // tp, _dtype(spec), getattr(spec, "kv_cache_dtype", ""),
+           tuple(getattr(spec, f) for f in _SHAPE))
     if key in _TABLE_CACHE:
         return _TABLE_CACHE[key]
     from vidur_specdec.costs.kernels import table_data as TD
