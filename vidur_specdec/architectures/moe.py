@@ -1,19 +1,22 @@
 """Mixture-of-experts targets: their Hugging Face configs, parameter counts and weight bytes.
 
-Four architectures are read, each by its own ``config.json`` field names
+These architectures are read, each by its own ``config.json`` field names
 (transformers' configuration classes):
 
 * ``Qwen3MoeForCausalLM`` — ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
-  ``decoder_sparse_step``, ``mlp_only_layers``, ``intermediate_size`` (dense layers)
+  ``decoder_sparse_step``, ``mlp_only_layers``, ``intermediate_size`` (dense layers),
+  ``shared_expert_intermediate_size`` (must be 0: vLLM 0.33's ``qwen3_moe.py`` has no shared expert)
 * ``MixtralForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size`` (= expert width)
 * ``DeepseekV3ForCausalLM`` — ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
   ``n_shared_experts``, ``first_k_dense_replace``, ``moe_layer_freq``, ``intermediate_size`` (dense
-  layers), the MLA ranks; ``quantization_config`` fp8
+  layers), the MLA ranks; ``quantization_config`` fp8, ModelOpt NVFP4 (``modelopt_fp4``) or
+  compressed-tensors int4 experts (:mod:`~vidur_specdec.architectures.quant`)
 * ``GptOssForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size``
   (= expert width), ``layer_types``/``sliding_window``; ``quantization_config`` mxfp4
 * ``DeepseekV32ForCausalLM``, ``GlmMoeDsaForCausalLM`` — DeepseekV3's fields plus DeepSeek sparse
   attention: ``index_n_heads``, ``index_head_dim``, ``index_topk`` (GLM-5 also ``qk_head_dim``, checked
-  against ``qk_nope_head_dim + qk_rope_head_dim``)
+  against ``qk_nope_head_dim + qk_rope_head_dim``; GLM-5.1 NVFP4 and GLM-5.2 ``mlp_layer_types``, checked
+  against ``first_k_dense_replace``; GLM-5.2's IndexCache, ``indexer_types`` / ``index_topk_freq``, refused)
 * ``MiniMaxM2ForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size``
   (= expert width), ``head_dim``, ``shared_intermediate_size`` (must be 0: vLLM 0.33's
   ``minimax_m2.py`` has no shared expert); its ``num_mtp_modules`` are skipped by vLLM 0.33's loader,
@@ -308,7 +311,7 @@ def param_counts(spec) -> dict:
 
 
 def weight_bytes(spec, tp: int = 1, experts_per_gpu=None) -> float:
-    """Bytes of one GPU's weights at the checkpoint's format (each part's, :func:`vidur_specdec.architectures.quant.part_format`).
+    """Bytes of one GPU's weights, each part at its checkpoint format (:func:`~vidur_specdec.architectures.quant.part_format`).
 
     Experts are split ``1/tp`` wide on every GPU (tensor parallel), or whole
     experts ``experts_per_gpu`` to a GPU when given (expert parallel). fp8 covers
@@ -329,7 +332,8 @@ def weight_bytes(spec, tp: int = 1, experts_per_gpu=None) -> float:
         body += (o - a) * (L - spec.linear_layers) * (spec.num_heads // tp) * v * h
     body += (quant.weight_bytes(spec, "indexer") - a) * L * idx_q + (2.0 - a) * L * idx_k
     body += quant.weight_bytes(spec, "dense_mlp") * (L - Lm) * 3 * h * spec.ffn_size / tp
-    body += Lm * (2.0 * router_params(spec) + quant.weight_bytes(spec, "shared_experts") * 3 * h * spec.shared_ffn_size / tp)
+    shared = quant.weight_bytes(spec, "shared_experts") * 3 * h * spec.shared_ffn_size / tp
+    body += Lm * (2.0 * router_params(spec) + shared)
     matrices = 3 * h * spec.expert_ffn_size
     biases = expert_params(spec) - matrices
     n_exp = spec.num_experts / tp if experts_per_gpu is None else experts_per_gpu

@@ -131,7 +131,11 @@ _HF_KEYS = {
 
 def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face ``config.json`` (:func:`_model_from_hf_config`), with the parts its
-    checkpoint format keeps in bf16 and the KV cache it declares (:func:`vidur_specdec.architectures.quant.checkpoint_parts`)."""
+    checkpoint format keeps in bf16 and the KV cache it declares (:func:`~vidur_specdec.architectures.quant.checkpoint_parts`).
+
+    An architecture known to need what cannot be priced is refused first
+    (:mod:`~vidur_specdec.architectures.unmodeled`); a multimodal wrapper is read as its language model
+    (:mod:`~vidur_specdec.architectures.wrapped`)."""
     from vidur_specdec.architectures import unmodeled, wrapped
 
     if isinstance(cfg, Mapping):
@@ -160,6 +164,7 @@ def _model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Mode
     archs = cfg.get("architectures") or []
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
     from vidur_specdec.architectures import gemma4, hybrid, llama4, moe
+    from vidur_specdec.architectures.wrapped import WRAPPED
 
     if gemma4.is_gemma4(cfg):
         return model_from_dict(gemma4.model_from_gemma4_hf_config(cfg, name, where), where)
@@ -173,7 +178,8 @@ def _model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Mode
     if not any(a in DENSE_ARCHITECTURES for a in archs) and cfg.get("model_type") != "llama":
         got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
         raise ModelError(f"{where}: only Llama-architecture models and the architectures "
-                         f"{', '.join(DENSE_ARCHITECTURES[1:] + moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES + llama4.LLAMA4_ARCHITECTURES + gemma4.GEMMA4_ARCHITECTURES)}"
+                         f"{', '.join(DENSE_ARCHITECTURES[1:] + moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES)}, "
+                         f"{', '.join(llama4.LLAMA4_ARCHITECTURES + gemma4.GEMMA4_ARCHITECTURES + tuple(WRAPPED))}"
                          f" are supported, got {got}")
     d = {"name": str(cfg.get("_name_or_path") or name)}
     for field_name, key in _HF_KEYS.items():

@@ -19,7 +19,8 @@ UNMODELED = {
     "KimiK3ForConditionalGeneration": "Kimi Delta Attention layers (linear_attn_config.kda_layers) beside gated MLA, "
                                       "and a latent MoE (routed_expert_hidden_size below hidden_size); vLLM 0.33 "
                                       "vllm/models/kimi_k3",
-    "KimiLinearForCausalLM": "Kimi Delta Attention layers (linear_attn_config.kda_layers); vLLM 0.33 vllm/models/kimi_k3",
+    "KimiLinearForCausalLM": "Kimi Delta Attention layers (linear_attn_config.kda_layers); vLLM 0.33 "
+                             "vllm/models/kimi_k3",
     "MiniMaxM3ForCausalLM": "MiniMax sparse attention (sparse_attention_config: an index_q/index_k top-k selector) "
                             "(vLLM 0.33 registers MiniMax-M3 as MiniMaxM3SparseForCausalLM, vllm/models/minimax_m3)",
     "MiniMaxM3SparseForConditionalGeneration": "MiniMax sparse attention (sparse_attention_config: an index_q/"

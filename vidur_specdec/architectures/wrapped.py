@@ -42,7 +42,8 @@ def unwrap(cfg: Mapping, where: str) -> Optional[dict]:
         flat["_name_or_path"] = cfg.get("_name_or_path") or text.get("_name_or_path")
     if "tie_word_embeddings" in cfg:
         flat["tie_word_embeddings"] = cfg["tie_word_embeddings"]
-    q = cfg.get("quantization_config") if cfg.get("quantization_config") is not None else text.get("quantization_config")
+    q = cfg.get("quantization_config")
+    q = text.get("quantization_config") if q is None else q
     if q is not None:
         flat["quantization_config"] = q
     return flat

@@ -3,8 +3,10 @@
 Tables (``aiconfigurator-core`` 0.12.0, read by :mod:`.table_data`), per GPU of
 :data:`SYSTEMS`, collected on vLLM :data:`VLLM_VERSION`:
 
-* ``gemm``: ``gemm_perf`` by m x n x k; ``bf16`` rows (``torch.nn.functional.linear``) and, for
-  ``fp8`` (W8A8 per-tensor), the ``fp8`` rows (``CutlassFP8ScaledMMLinearKernel``). Trilinear in
+* ``gemm``: ``gemm_perf`` by m x n x k; ``bf16`` rows (``torch.nn.functional.linear``), for
+  ``fp8`` (W8A8 per-tensor) the ``fp8`` rows (``CutlassFP8ScaledMMLinearKernel``), for ``nvfp4``
+  (W4A4) the ``nvfp4`` rows of the kernel vLLM runs on the GPU (:data:`NVFP4_GEMM_KERNELS`); each
+  projection at its checkpoint's format (:data:`OP_PARTS`, ``architectures/quant.py``). Trilinear in
   (m, n, k); beyond the largest n or k (an LM head's vocabulary shard) proportional.
 * ``attention_decode``: ``generation_attention_perf`` by batch x cached tokens (``step``) at the
   layer's per-GPU query heads, KV heads, head size and KV dtype, window 0, with the kernel vLLM
