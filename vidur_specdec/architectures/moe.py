@@ -137,13 +137,13 @@ def _quantization(cfg: Mapping, arch: str, where: str) -> str:
     if method == "mxfp4" and arch == "GptOssForCausalLM":
         return "mxfp4"
     if isinstance(q, Mapping) and arch != "GptOssForCausalLM":  # ModelOpt NVFP4 / FP8, compressed-tensors int4
-        from vidur_specdec.architectures import quant
+        from vidur_specdec.architectures import checkpoint_format as ckpt
 
-        found = quant.modelopt_method(q, where)
+        found = ckpt.modelopt_method(q, where)
         if found:
             return found
         if method == "compressed-tensors":
-            return quant.compressed_tensors_method(q, where)
+            return ckpt.compressed_tensors_method(q, where)
     modeled = "mxfp4" if arch == "GptOssForCausalLM" else \
         "fp8 (e4m3, dynamic activations), modelopt (NVFP4, FP8), compressed-tensors (int4 experts)"
     raise _err(where, "quantization_config", f"quant_method {method!r} is not modeled for {arch} (modeled: "

@@ -131,7 +131,8 @@ _HF_KEYS = {
 
 def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face ``config.json`` (:func:`_model_from_hf_config`), with the parts its
-    checkpoint format keeps in bf16 and the KV cache it declares (:func:`~vidur_specdec.architectures.quant.checkpoint_parts`).
+    checkpoint format keeps in bf16 and the KV cache it declares
+    (:func:`~vidur_specdec.architectures.checkpoint_format.checkpoint_parts`).
 
     An architecture known to need what cannot be priced is refused first
     (:mod:`~vidur_specdec.architectures.unmodeled`); a multimodal wrapper is read as its language model
@@ -145,10 +146,10 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     if spec.quantization in ("modelopt", "modelopt_fp4", "compressed-tensors"):
         from dataclasses import replace
 
-        from vidur_specdec.architectures import quant
+        from vidur_specdec.architectures import checkpoint_format
 
         archs = [a for a in (cfg.get("architectures") or []) if isinstance(a, str)] or ["LlamaForCausalLM"]
-        spec = replace(spec, **quant.checkpoint_parts(cfg, spec, archs[0], where))
+        spec = replace(spec, **checkpoint_format.checkpoint_parts(cfg, spec, archs[0], where))
     return spec
 
 

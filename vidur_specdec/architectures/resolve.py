@@ -99,6 +99,6 @@ def _with_hf_quant(cfg, path: Path, where: str):
         hf_quant = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         raise ModelError(f"model: {where}: {path.name} is not valid JSON") from None
-    from vidur_specdec.architectures import quant
+    from vidur_specdec.architectures import checkpoint_format
 
-    return quant.attach_hf_quant_config(cfg, hf_quant if isinstance(hf_quant, Mapping) else None)
+    return checkpoint_format.attach_hf_quant_config(cfg, hf_quant if isinstance(hf_quant, Mapping) else None)
