@@ -47,8 +47,8 @@ def test_gemma4_31b_dense_shape_matches_its_model_card():
     m = model_from_hf_config(cfg, "google/gemma-4-31B-it")
     assert not m.is_moe and LP.mixer_counts(m) == {"sliding_attention": 50, "global_attention": 10}
     assert abs(moe.param_counts(m)["total"] / 30.7e9 - 1) < 0.02  # the model card: 30.7B
-    with pytest.raises(ModelError, match="quantization_config"):
-        resolve_model("nvidia/Gemma-4-31B-IT-NVFP4")  # NVFP4 weights are not modeled
+    nv = resolve_model("nvidia/Gemma-4-31B-IT-NVFP4")  # its checkpoint keeps self_attn* bf16, the MLP NVFP4
+    assert (nv.quantization, nv.bf16_parts, nv.kv_cache_dtype) == ("modelopt_fp4", "attention,o_proj", "fp8")
 
 
 @pytest.mark.parametrize("field,value", [

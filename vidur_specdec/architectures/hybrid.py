@@ -66,7 +66,7 @@ def model_from_hybrid_hf_config(cfg: Mapping, name: str, where: str) -> dict:
          "max_model_len": _int(text, "max_position_embeddings", where),
          "tie_word_embeddings": _bool(cfg, "tie_word_embeddings", where,
                                       default=_bool(text, "tie_word_embeddings", where)),
-         "head_dim": _int(text, "head_dim", where, default=h // H),
+         **({"head_dim": _int(text, "head_dim", where)} if text.get("head_dim") is not None else {}),
          "attn_output_gate": _bool(text, "attn_output_gate", where, default=True),
          "linear_layers": types.count("linear_attention"),
          "linear_num_key_heads": _int(text, "linear_num_key_heads", where),
@@ -111,5 +111,5 @@ def load_aic_config(name: str) -> Optional[dict]:
     if path is None:
         return None
     cfg = json.loads(path.read_text(encoding="utf-8"))
-    cfg.setdefault("_name_or_path", name)
+    cfg["_name_or_path"] = name  # the name it ships under (NVIDIA's Llama-3.1-70B FP8 carries a local path)
     return cfg

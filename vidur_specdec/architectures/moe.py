@@ -1,19 +1,22 @@
 """Mixture-of-experts targets: their Hugging Face configs, parameter counts and weight bytes.
 
-Four architectures are read, each by its own ``config.json`` field names
+These architectures are read, each by its own ``config.json`` field names
 (transformers' configuration classes):
 
 * ``Qwen3MoeForCausalLM`` — ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
-  ``decoder_sparse_step``, ``mlp_only_layers``, ``intermediate_size`` (dense layers)
+  ``decoder_sparse_step``, ``mlp_only_layers``, ``intermediate_size`` (dense layers),
+  ``shared_expert_intermediate_size`` (must be 0: vLLM 0.33's ``qwen3_moe.py`` has no shared expert)
 * ``MixtralForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size`` (= expert width)
 * ``DeepseekV3ForCausalLM`` — ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
   ``n_shared_experts``, ``first_k_dense_replace``, ``moe_layer_freq``, ``intermediate_size`` (dense
-  layers), the MLA ranks; ``quantization_config`` fp8
+  layers), the MLA ranks; ``quantization_config`` fp8, ModelOpt NVFP4 (``modelopt_fp4``) or
+  compressed-tensors int4 experts (:mod:`~vidur_specdec.architectures.quant`)
 * ``GptOssForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size``
   (= expert width), ``layer_types``/``sliding_window``; ``quantization_config`` mxfp4
 * ``DeepseekV32ForCausalLM``, ``GlmMoeDsaForCausalLM`` — DeepseekV3's fields plus DeepSeek sparse
   attention: ``index_n_heads``, ``index_head_dim``, ``index_topk`` (GLM-5 also ``qk_head_dim``, checked
-  against ``qk_nope_head_dim + qk_rope_head_dim``)
+  against ``qk_nope_head_dim + qk_rope_head_dim``; GLM-5.1 NVFP4 and GLM-5.2 ``mlp_layer_types``, checked
+  against ``first_k_dense_replace``; GLM-5.2's IndexCache, ``indexer_types`` / ``index_topk_freq``, refused)
 * ``MiniMaxM2ForCausalLM`` — ``num_local_experts``, ``num_experts_per_tok``, ``intermediate_size``
   (= expert width), ``head_dim``, ``shared_intermediate_size`` (must be 0: vLLM 0.33's
   ``minimax_m2.py`` has no shared expert); its ``num_mtp_modules`` are skipped by vLLM 0.33's loader,
@@ -30,6 +33,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from vidur_specdec.architectures.errors import ModelError
+from vidur_specdec.architectures.quant import FORMAT_BYTES
 from vidur_specdec.architectures.layer_plan import attention_params, indexer_params, mixer_params  # noqa: F401 (re-exported)
 from vidur_specdec.config import ConfigError
 
@@ -51,7 +55,7 @@ EXPERT_KEYS = frozenset({
 # The expert keys each architecture's transformers configuration class defines.
 _MODELED = {
     "Qwen3MoeForCausalLM": {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
-                            "mlp_only_layers"},
+                            "mlp_only_layers", "shared_expert_intermediate_size"},
     "MixtralForCausalLM": {"num_local_experts", "num_experts_per_tok"},
     "DeepseekV3ForCausalLM": {"n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
                               "first_k_dense_replace", "moe_layer_freq", "ep_size", "n_group", "topk_group"},
@@ -60,9 +64,11 @@ _MODELED = {
 }
 for _a in _SPARSE_ATTENTION:
     _MODELED[_a] = _MODELED["DeepseekV3ForCausalLM"]
-# Bytes per weight of each checkpoint format: bf16 2; fp8 e4m3 1 (+ one fp32 scale per 128x128 block,
-# 1/4096, left out); MXFP4 4 bits + one e8m0 scale byte per 32 values = 4.25 bits (OCP MX spec v1.0).
-BYTES_PER_WEIGHT = {"": 2.0, "bf16": 2.0, "fp8": 1.0, "mxfp4": 4.25 / 8.0}
+# GLM-5.1 NVFP4 and GLM-5.2 also write mlp_layer_types (checked against first_k_dense_replace) and num_experts
+# (NVIDIA's GLM-5.2 NVFP4: checked equal to n_routed_experts)
+_MODELED["GlmMoeDsaForCausalLM"] = _MODELED["GlmMoeDsaForCausalLM"] | {"mlp_layer_types", "num_experts"}
+# Bytes per weight of each format (quant.FORMAT_BYTES, which cites them), "" for bf16
+BYTES_PER_WEIGHT = {"": 2.0, **FORMAT_BYTES}
 
 
 def _err(where: str, key: str, why: str) -> ConfigError:
@@ -130,7 +136,16 @@ def _quantization(cfg: Mapping, arch: str, where: str) -> str:
         return "fp8"
     if method == "mxfp4" and arch == "GptOssForCausalLM":
         return "mxfp4"
-    modeled = "mxfp4" if arch == "GptOssForCausalLM" else "fp8 (e4m3, dynamic activations)"
+    if isinstance(q, Mapping) and arch != "GptOssForCausalLM":  # ModelOpt NVFP4 / FP8, compressed-tensors int4
+        from vidur_specdec.architectures import checkpoint_format as ckpt
+
+        found = ckpt.modelopt_method(q, where)
+        if found:
+            return found
+        if method == "compressed-tensors":
+            return ckpt.compressed_tensors_method(q, where)
+    modeled = "mxfp4" if arch == "GptOssForCausalLM" else \
+        "fp8 (e4m3, dynamic activations), modelopt (NVFP4, FP8), compressed-tensors (int4 experts)"
     raise _err(where, "quantization_config", f"quant_method {method!r} is not modeled for {arch} (modeled: "
                f"{modeled}); its weights would be priced at the wrong size")
 
@@ -157,6 +172,9 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
             cfg.get("use_sliding_window") or arch == "MixtralForCausalLM"):
         raise _err(where, "sliding_window", f"is set on a {arch}; sliding attention is modeled for GptOss only")
     if arch == "Qwen3MoeForCausalLM":
+        if _int(cfg, "shared_expert_intermediate_size", where, default=0, minimum=0):
+            raise _err(where, "shared_expert_intermediate_size", "is not 0; vLLM 0.33's qwen3_moe.py has no shared "
+                       "expert")
         step = _int(cfg, "decoder_sparse_step", where, default=1)
         only = cfg.get("mlp_only_layers") or []
         if not isinstance(only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < L
@@ -180,6 +198,10 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
         k_dense = _int(cfg, "first_k_dense_replace", where, default=0, minimum=0)
         freq = _int(cfg, "moe_layer_freq", where, default=1)
         moe = sum(1 for i in range(L) if i >= k_dense and i % freq == 0)
+        _mlp_layer_types(cfg, L, [i >= k_dense and i % freq == 0 for i in range(L)], where)
+        if cfg.get("num_experts") is not None and cfg["num_experts"] != cfg.get("n_routed_experts"):
+            raise _err(where, "num_experts", f"({cfg['num_experts']!r}) disagrees with n_routed_experts "
+                       f"({cfg.get('n_routed_experts')!r})")
         f = _int(cfg, "moe_intermediate_size", where)
         rope, nope = _int(cfg, "qk_rope_head_dim", where), _int(cfg, "qk_nope_head_dim", where)
         d.update(num_experts=_int(cfg, "n_routed_experts", where), expert_ffn_size=f, dense_layers=L - moe,
@@ -208,8 +230,30 @@ def model_from_moe_hf_config(cfg: Mapping, name: str, where: str):
     return d
 
 
+def _mlp_layer_types(cfg: Mapping, L: int, moe_layers, where: str) -> None:
+    """``mlp_layer_types`` (GLM-5.1 NVFP4, GLM-5.2: ``dense`` / ``sparse`` per layer) must name the layers
+    ``first_k_dense_replace`` and ``moe_layer_freq`` make MoE (vLLM 0.33 ``deepseek_v2.py`` builds them from those)."""
+    types = cfg.get("mlp_layer_types")
+    if types is None:
+        return
+    want = ["sparse" if m else "dense" for m in moe_layers]
+    if not isinstance(types, list) or types[:L] != want:
+        raise _err(where, "mlp_layer_types", f"disagrees with first_k_dense_replace / moe_layer_freq "
+                   f"({want.count('dense')} dense layers, then MoE)")
+
+
+# IndexCache (GLM-5.2): layers that reuse another layer's top-k instead of running their own indexer
+_INDEX_CACHE_KEYS = ("indexer_types", "index_topk_freq", "index_topk_pattern")
+
+
 def _sparse_attention(cfg: Mapping, d: dict, where: str) -> None:
     """DeepSeek sparse attention's indexer fields (DeepSeek-V3.2, GLM-5) into ``d``."""
+    for key in _INDEX_CACHE_KEYS:
+        v = cfg.get(key)
+        if v is not None and v != 1 and not (isinstance(v, list) and set(v) <= {"full", "F"}):
+            raise _err(where, key, "shares one layer's indexer top-k with the next ones (IndexCache; vLLM 0.33 "
+                       "deepseek_v2.py skip_topk): layers without their own indexer and its keys are not modeled "
+                       "(every layer would be charged an indexer)")
     d.update(index_n_heads=_int(cfg, "index_n_heads", where), index_head_dim=_int(cfg, "index_head_dim", where),
              index_topk=_int(cfg, "index_topk", where))
     qk = d["head_dim"]  # qk_nope_head_dim + qk_rope_head_dim
@@ -267,23 +311,31 @@ def param_counts(spec) -> dict:
 
 
 def weight_bytes(spec, tp: int = 1, experts_per_gpu=None) -> float:
-    """Bytes of one GPU's weights at the checkpoint's format (``spec.quantization``).
+    """Bytes of one GPU's weights, each part at its checkpoint format (:func:`~vidur_specdec.architectures.quant.part_format`).
 
     Experts are split ``1/tp`` wide on every GPU (tensor parallel), or whole
     experts ``experts_per_gpu`` to a GPU when given (expert parallel). fp8 covers
     every linear layer; mxfp4 the routed experts only (their biases, attention,
-    router, embedding and LM head stay bf16, as in the gpt-oss checkpoints).
+    router, embedding and LM head stay bf16, as in the gpt-oss checkpoints);
+    ModelOpt NVFP4 every linear layer its exclude list does not keep in bf16.
+    The router, the indexer's ``wk`` + ``weights_proj``, biases, embedding and
+    LM head stay bf16.
     """
-    q = spec.quantization
-    lin = BYTES_PER_WEIGHT["fp8"] if q == "fp8" else 2.0
-    exp_b = BYTES_PER_WEIGHT[q] if q in ("fp8", "mxfp4") else 2.0
+    from vidur_specdec.architectures import quant
+
+    a, o = quant.weight_bytes(spec, "attention"), quant.weight_bytes(spec, "o_proj")
     L, Lm, h = spec.num_layers, spec.num_moe_layers, spec.hidden_size
-    body = lin * _mixers(spec, tp)
-    body += (2.0 - lin) * L * indexer_params(spec)[1]  # the sparse-attention indexer's wk + weights_proj stay bf16
-    body += lin * (L - Lm) * 3 * h * spec.ffn_size / tp
-    body += Lm * (2.0 * router_params(spec) + lin * 3 * h * spec.shared_ffn_size / tp)
+    idx_q, idx_k = indexer_params(spec)
+    body = a * _mixers(spec, tp)
+    if o != a:  # o_proj in another format (NVFP4 DeepSeek: bf16 q/kv, NVFP4 o_proj); full-attention layers only
+        v = spec.v_head_dim if spec.kv_lora_rank else spec.head_dim
+        body += (o - a) * (L - spec.linear_layers) * (spec.num_heads // tp) * v * h
+    body += (quant.weight_bytes(spec, "indexer") - a) * L * idx_q + (2.0 - a) * L * idx_k
+    body += quant.weight_bytes(spec, "dense_mlp") * (L - Lm) * 3 * h * spec.ffn_size / tp
+    shared = quant.weight_bytes(spec, "shared_experts") * 3 * h * spec.shared_ffn_size / tp
+    body += Lm * (2.0 * router_params(spec) + shared)
     matrices = 3 * h * spec.expert_ffn_size
     biases = expert_params(spec) - matrices
     n_exp = spec.num_experts / tp if experts_per_gpu is None else experts_per_gpu
-    body += Lm * n_exp * (exp_b * matrices + 2.0 * biases)
+    body += Lm * n_exp * (quant.weight_bytes(spec, "experts") * matrices + 2.0 * biases)
     return body + 2.0 * spec.embedding_params(tp)

@@ -59,10 +59,18 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if d.get("mamba_ssm_dtype") not in (None, "", "bfloat16", "float16", "float32"):
         raise ModelError(f"{where}: mamba_ssm_dtype must be float32, bfloat16 or float16, got {d['mamba_ssm_dtype']!r}")
     out["mamba_ssm_dtype"] = d.get("mamba_ssm_dtype") or ""
-    if d.get("quantization") not in (None, "", "fp8", "mxfp4"):
-        raise ModelError(f"{where}: quantization must be fp8 or mxfp4 (the checkpoint's format), "
-                         f"got {d['quantization']!r}")
+    from vidur_specdec.architectures import quant
+
+    if d.get("quantization") not in (None, "") + quant.METHODS:
+        raise ModelError(f"{where}: quantization must be one of {', '.join(quant.METHODS)} (vLLM's method for the "
+                         f"checkpoint's format), got {d['quantization']!r}")
     out["quantization"] = d.get("quantization") or ""
+    parts = d.get("bf16_parts") or ""
+    if not isinstance(parts, str) or not set(p for p in parts.split(",") if p) <= set(quant.PARTS):
+        raise ModelError(f"{where}: bf16_parts must be a comma-separated list of {', '.join(quant.PARTS)}, "
+                         f"got {parts!r}")
+    if parts:
+        out["bf16_parts"] = ",".join(sorted(set(p for p in parts.split(",") if p)))
     if d.get("kv_cache_dtype") not in (None, "", "fp8"):
         raise ModelError(f"{where}: kv_cache_dtype must be fp8 or empty (bf16), got {d['kv_cache_dtype']!r}")
     out["kv_cache_dtype"] = d.get("kv_cache_dtype") or ""
@@ -75,11 +83,11 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if out.get("global_head_dim"):
         from vidur_specdec.architectures import gemma4  # noqa: F401 (registers the global_attention mixer)
     spec = ModelSpec(**out)
-    _check_shape(spec, where)
+    _check_shape(spec, where, explicit_head_dim=bool(out.get("head_dim")))
     return spec
 
 
-def _check_shape(spec: ModelSpec, where: str) -> None:
+def _check_shape(spec: ModelSpec, where: str, explicit_head_dim: bool = False) -> None:
     moe = (spec.num_experts, spec.experts_per_token, spec.expert_ffn_size)
     if any(moe) and not all(moe):
         raise ModelError(f"{where}: a mixture-of-experts model needs num_experts, experts_per_token and "
@@ -105,11 +113,17 @@ def _check_shape(spec: ModelSpec, where: str) -> None:
         raise ModelError(f"{where}: global_head_dim and global_kv_heads go together, beside sliding_layers")
     if spec.num_heads % spec.num_kv_heads:
         raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
-    if spec.hidden_size % spec.num_heads:
-        # Vidur's ReplicaConfig asserts embedding_dim % num_q_heads == 0.
-        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}")
+    if spec.hidden_size % spec.num_heads and not (explicit_head_dim and spec.vidur_q_heads % 8 == 0):
+        # Vidur's ReplicaConfig asserts embedding_dim % num_q_heads == 0; with head_dim given explicitly it is given
+        # ModelSpec.vidur_q_heads instead (it must still split over every tensor-parallel size, 1 to 8)
+        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}"
+                         + ("" if explicit_head_dim else " (and head_dim is not given)"))
 
 
+# Dense decoders read as Llama (LlamaConfig's field names; ``head_dim`` given explicitly where it is): Qwen3
+# (vLLM 0.33 qwen3.py: Llama's layer plus per-head q/k RMSNorm, left out) and MiMo (mimo.py: Qwen2's layer, q/k/v
+# biases left out, plus MTP layers)
+DENSE_ARCHITECTURES = ("LlamaForCausalLM", "Qwen3ForCausalLM", "MiMoForCausalLM")
 # Hugging Face config.json keys -> ModelSpec fields (LlamaConfig's names).
 _HF_KEYS = {
     "num_layers": "num_hidden_layers",
@@ -122,6 +136,30 @@ _HF_KEYS = {
 
 
 def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
+    """A :class:`ModelSpec` from a Hugging Face ``config.json`` (:func:`_model_from_hf_config`), with the parts its
+    checkpoint format keeps in bf16 and the KV cache it declares
+    (:func:`~vidur_specdec.architectures.checkpoint_format.checkpoint_parts`).
+
+    An architecture known to need what cannot be priced is refused first
+    (:mod:`~vidur_specdec.architectures.unmodeled`); a multimodal wrapper is read as its language model
+    (:mod:`~vidur_specdec.architectures.wrapped`)."""
+    from vidur_specdec.architectures import unmodeled, wrapped
+
+    if isinstance(cfg, Mapping):
+        unmodeled.refuse_unmodeled(cfg, where)  # an architecture known to need what cannot be priced: one line
+        cfg = wrapped.unwrap(cfg, where) or cfg  # a multimodal wrapper: its language model's config
+    spec = _model_from_hf_config(cfg, name, where)
+    if spec.quantization in ("modelopt", "modelopt_fp4", "compressed-tensors"):
+        from dataclasses import replace
+
+        from vidur_specdec.architectures import checkpoint_format
+
+        archs = [a for a in (cfg.get("architectures") or []) if isinstance(a, str)] or ["LlamaForCausalLM"]
+        spec = replace(spec, **checkpoint_format.checkpoint_parts(cfg, spec, archs[0], where))
+    return spec
+
+
+def _model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face ``config.json`` of a Llama-architecture model.
 
     Accepted when ``architectures`` holds ``LlamaForCausalLM`` or ``model_type``
@@ -133,6 +171,7 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     archs = cfg.get("architectures") or []
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
     from vidur_specdec.architectures import gemma4, hybrid, llama4, moe
+    from vidur_specdec.architectures.wrapped import WRAPPED
 
     if gemma4.is_gemma4(cfg):
         return model_from_dict(gemma4.model_from_gemma4_hf_config(cfg, name, where), where)
@@ -143,10 +182,11 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
     if isinstance(archs, list) and any(a in moe.MOE_ARCHITECTURES for a in archs):
         return model_from_dict(moe.model_from_moe_hf_config(cfg, name, where), where)
     moe.refuse_expert_fields(cfg, where)  # experts are never simulated as a dense MLP
-    if "LlamaForCausalLM" not in archs and cfg.get("model_type") != "llama":
+    if not any(a in DENSE_ARCHITECTURES for a in archs) and cfg.get("model_type") != "llama":
         got = ", ".join(map(str, archs)) or cfg.get("model_type") or "none given"
         raise ModelError(f"{where}: only Llama-architecture models and the architectures "
-                         f"{', '.join(moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES + llama4.LLAMA4_ARCHITECTURES + gemma4.GEMMA4_ARCHITECTURES)}"
+                         f"{', '.join(DENSE_ARCHITECTURES[1:] + moe.MOE_ARCHITECTURES + hybrid.HYBRID_ARCHITECTURES)}, "
+                         f"{', '.join(llama4.LLAMA4_ARCHITECTURES + gemma4.GEMMA4_ARCHITECTURES + tuple(WRAPPED))}"
                          f" are supported, got {got}")
     d = {"name": str(cfg.get("_name_or_path") or name)}
     for field_name, key in _HF_KEYS.items():
@@ -165,4 +205,6 @@ def model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Model
                        "is not modeled for a Llama-architecture model (only gpt-oss), which would be priced as "
                        "full attention")
     d["quantization"] = moe._quantization(cfg, "LlamaForCausalLM", where)  # fp8 e4m3; AWQ, GPTQ, ... refused
+    if "MiMoForCausalLM" in archs:  # vLLM 0.33 mimo_mtp.py: its MTP layers (one decoder layer each)
+        d["mtp_layers"] = moe._int(cfg, "num_nextn_predict_layers", where, default=0, minimum=0)
     return model_from_dict(d, where)

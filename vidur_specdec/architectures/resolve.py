@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
@@ -38,9 +39,9 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     name = str(value)
     if name in KNOWN_MODELS:
         return KNOWN_MODELS[name]
-    shipped = _shipped_config(name)
+    shipped = _shipped_model(name, key)
     if shipped is not None:
-        return model_from_hf_config(shipped, name, f"{key}: {name}")
+        return shipped
     path = Path(name).expanduser()
     if not (name.endswith((".json", ".yaml", ".yml")) or _is_file(path)):
         raise ModelError(f"{key}: unknown model {name!r}; must be one of {', '.join(KNOWN_MODELS)}, "
@@ -57,12 +58,20 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
             data = json.loads(text)
         except json.JSONDecodeError:
             raise ModelError(f"{where}: is not valid JSON") from None
-        return model_from_hf_config(data, path.parent.name or path.stem, where)
+        return model_from_hf_config(_with_hf_quant(data, path.parent / "hf_quant_config.json", where),
+                                    path.parent.name or path.stem, where)
 
     data = parse_yaml_text(text, str(path), key)
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
         return model_from_hf_config(data, path.stem, where)
     return model_from_dict(data or {}, where)
+
+
+@lru_cache(maxsize=256)
+def _shipped_model(name: str, key: str) -> Optional[ModelSpec]:
+    """The spec of the config.json aiconfigurator-core ships for ``name`` (read once per process), or None."""
+    shipped = _shipped_config(name)
+    return None if shipped is None else model_from_hf_config(shipped, name, f"{key}: {name}")
 
 
 def _shipped_config(name: str) -> Optional[Mapping]:
@@ -73,4 +82,23 @@ def _shipped_config(name: str) -> Optional[Mapping]:
         return None
     from vidur_specdec.architectures import hybrid  # lazy: start-up
 
-    return hybrid.load_aic_config(name)
+    cfg = hybrid.load_aic_config(name)
+    if cfg is None:
+        return None
+    path = hybrid.aic_config_path(name)
+    return _with_hf_quant(cfg, path.with_name(path.name.replace("_config.json", "_hf_quant_config.json")), name)
+
+
+def _with_hf_quant(cfg, path: Path, where: str):
+    """``cfg`` with the ``hf_quant_config.json`` at ``path`` as its ``quantization_config`` when it has none, as
+    vLLM 0.33 reads a ModelOpt checkpoint (``transformers_utils/config.py``: "ModelOpt 0.29.0 and before saves
+    the quantization config in a separate hf_quant_config.json")."""
+    if not isinstance(cfg, Mapping) or not _is_file(path):
+        return cfg
+    try:
+        hf_quant = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise ModelError(f"model: {where}: {path.name} is not valid JSON") from None
+    from vidur_specdec.architectures import checkpoint_format
+
+    return checkpoint_format.attach_hf_quant_config(cfg, hf_quant if isinstance(hf_quant, Mapping) else None)

@@ -7,6 +7,7 @@ Built by :mod:`~vidur_specdec.architectures.parse` (which checks the fields) and
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Dict, Optional
 
@@ -45,7 +46,10 @@ class ModelSpec:
     v_head_dim: int = 0
     sliding_window: int = 0  # tokens a sliding-window layer attends (gpt-oss 128)
     sliding_layers: int = 0  # how many decoder layers use the sliding window
-    quantization: str = ""  # weight format: "" (bf16), "fp8" (every linear layer, W8A8), "mxfp4" (routed experts)
+    # vLLM's quantization method of the checkpoint: "" (bf16), "fp8" (every linear layer, W8A8), "mxfp4" (routed
+    # experts), "modelopt" (ModelOpt FP8), "modelopt_fp4" (ModelOpt NVFP4), "compressed-tensors" (int4 experts);
+    # each part's format: architectures/quant.py part_format
+    quantization: str = ""
     kv_cache_dtype: str = ""  # KV-cache element: "" (bf16, 2 bytes) or "fp8" (e4m3, 1 byte)
     mtp_layers: int = 0  # multi-token-prediction modules shipped with the checkpoint (num_nextn_predict_layers)
     # Hybrid linear attention (Qwen3.5's gated delta net, architectures/hybrid.py); 0: none
@@ -70,6 +74,7 @@ class ModelSpec:
     attention_k_eq_v: bool = False  # global layers ship K only, loaded as both K and V (vLLM holds it twice)
     # expert popularity of the routing model (MoE only; costs/routing.py): "" (= "uniform") or one of MOE_ROUTINGS
     moe_routing: str = ""
+    bf16_parts: str = ""  # parts a quantized checkpoint keeps in bf16, comma-separated (quant.PARTS; its exclude list)
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -79,6 +84,14 @@ class ModelSpec:
     def is_moe(self) -> bool:
         """True when the decoder's MLPs are (mostly) mixture-of-experts layers."""
         return self.num_experts > 0
+
+    @property
+    def vidur_q_heads(self) -> int:
+        """Query heads as Vidur's ReplicaConfig is given them: ``num_heads``; where ``head_dim`` is given explicitly
+        and ``hidden_size`` is not a multiple of ``num_heads`` (Qwen3.5-27B: 24 heads of 256 on a 5120 hidden),
+        the largest divisor of both (Vidur asserts ``embedding_dim % num_q_heads == 0`` and derives a head size
+        from it that the simulator never reads: it prices every op from this spec's own fields)."""
+        return self.num_heads if self.hidden_size % self.num_heads == 0 else math.gcd(self.hidden_size, self.num_heads)
 
     @property
     def num_moe_layers(self) -> int:
@@ -161,7 +174,7 @@ OPTIONAL_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense
                    "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                    "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
                    "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk",
-                   "global_head_dim", "global_kv_heads", "attention_k_eq_v", "moe_routing")
+                   "global_head_dim", "global_kv_heads", "attention_k_eq_v", "moe_routing", "bf16_parts")
 
 #: ``moe_routing`` values: ``uniform`` (every expert equally popular, the default) or ``zipf`` (a skew fitted to
 #: published per-expert loads); their popularity exponents live in :mod:`vidur_specdec.costs.routing`.

@@ -33,7 +33,9 @@ from vidur_specdec.config.files import apply_overrides, read_yaml
 
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
 TP_SIZES = (1, 2, 4, 8)  # tensor-parallel sizes the simulator models (one 8-GPU node)
-QUANTIZATIONS = ("fp8", "mxfp4")  # quantization values modelled (null: the checkpoint's own format)
+# quantization values modelled (null: the checkpoint's own format), vLLM 0.33's method names
+# (model_executor/layers/quantization/__init__.py QuantizationMethods); architectures/quant.py reads them
+QUANTIZATIONS = ("fp8", "mxfp4", "modelopt", "modelopt_fp4", "compressed-tensors")
 KV_CACHE_DTYPES = ("auto", "fp8")  # kv_cache_dtype values modelled
 MAX_K = 64  # guesses per request per step (a token tree's node count)
 # parallel.global_scheduler values: Vidur's own global schedulers by their GlobalSchedulerType names
@@ -279,8 +281,10 @@ class RunConfig:
     # kv_cache_dtype, default "auto" = the model's dtype); the values this simulator models.
     quantization: Optional[str] = _f(None, choices=QUANTIZATIONS,
                                      doc="weight format: null = the checkpoint's own (gpt-oss mxfp4 experts, "
-                                         "DeepSeek-V3 fp8, else bf16); fp8 (every linear layer, W8A8); "
-                                         "mxfp4 (routed experts, an MXFP4 checkpoint)")
+                                         "DeepSeek-V3 fp8, NVIDIA's NVFP4 checkpoints modelopt_fp4, else bf16); "
+                                         "fp8 (every linear layer, W8A8; also online on a bf16 checkpoint); "
+                                         "mxfp4, modelopt (ModelOpt FP8), modelopt_fp4 (ModelOpt NVFP4, Blackwell "
+                                         "only), compressed-tensors (int4 experts): a checkpoint's own format")
     kv_cache_dtype: str = _f("auto", choices=KV_CACHE_DTYPES,
                              doc="KV-cache element: auto = bf16 (2 bytes), fp8 = e4m3 (1 byte)")
     profiles: str = _f("shipped", doc="'shipped' (the shipped A100 profiles, else vLLM's measured kernel tables where the GPU has them, else the roofline), 'built' (the analytical roofline) or a directory in Vidur's profile layout")

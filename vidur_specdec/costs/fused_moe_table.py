@@ -53,7 +53,8 @@ VLLM_TABLE_VERSION = "0.24.0"  # the vLLM release the tables were collected on (
 FAMILIES: Dict[str, str] = {"h100_sxm": "sm90", "h200_sxm": "sm90", "b200_sxm": "sm100", "b300_sxm": "sm100",
                             "gb200": "sm100", "gb300": "sm100", "l40s": "sm89", "rtx_pro_6000_server": "sm120"}
 
-TABLE_DTYPE = {"": "bfloat16", "bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp4"}
+TABLE_DTYPE = {"": "bfloat16", "bf16": "bfloat16", "fp8": "fp8_block", "mxfp4": "w4a16_mxfp4",
+               "modelopt_fp4": "nvfp4", "compressed-tensors": "int4_wo"}
 
 _ORACLE = "vLLM 0.33.0 model_executor/layers/fused_moe/oracle/"
 
@@ -109,6 +110,31 @@ register_kernel("w4a16_mxfp4", ("sm100",), _BOTH, Kernel(
 register_kernel("w4a16_mxfp4", ("sm89", "sm120"), _BOTH, Kernel(
     "vllm_gptossmxfp4moe_marlin_marlinexperts", "marlin",
     _ORACLE + "mxfp4.py: on family 120 Triton goes behind Marlin; experts/gpt_oss_triton_kernels_moe.py: no SM89"))
+
+
+# ModelOpt NVFP4 experts (W4A4): vLLM 0.33's oracle/nvfp4.py select_nvfp4_moe_backend tries FLASHINFER_TRTLLM first
+# (experts/trtllm_nvfp4_moe.py: capability family 100; the monolithic kernel before the modular one), then the
+# CuTe-DSL ones (family 100), then FLASHINFER_CUTLASS (experts/flashinfer_cutlass_moe.py: nvfp4 on 10.0+, family
+# 120 included). The tables' rows were collected through compressed-tensors' NVFP4 method: the same kernels.
+register_kernel("nvfp4", ("sm100",), _BOTH, Kernel(
+    "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic", "flashinfer_trtllm_nvfp4",
+    _ORACLE + "nvfp4.py select_nvfp4_moe_backend: FLASHINFER_TRTLLM first; experts/trtllm_nvfp4_moe.py: family 100"))
+register_kernel("nvfp4", ("sm120",), _BOTH, Kernel(
+    "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_cutlass_flashinferexperts", "flashinfer_cutlass_nvfp4",
+    _ORACLE + "nvfp4.py: TRTLLM and CuTe-DSL need family 100; experts/flashinfer_cutlass_moe.py runs nvfp4 on 12.0"))
+# compressed-tensors W4A16 int4 group-32 experts (Kimi-K2.5): CompressedTensorsWNA16MoEMethod, whose oracle
+# (int_wna16.py _get_priority_backends) tries FlashInfer TRT-LLM's MxInt4 kernel first (family 100 only,
+# experts/trtllm_mxint4_moe.py; the tables do not measure it), then Marlin: Marlin on Hopper, Ada and SM120
+register_kernel("int4_wo", ("sm90", "sm89", "sm120"), _BOTH, Kernel(
+    "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "marlin_int4",
+    _ORACLE + "int_wna16.py: FLASHINFER_TRTLLM (MxInt4) needs family 100, then MARLIN"))
+
+
+def moe_format(spec) -> str:
+    """The checkpoint method the routed experts are stored in (a :data:`TABLE_DTYPE` key; "" for bf16)."""
+    from vidur_specdec.architectures import quant
+
+    return "" if "experts" in quant.parts_of(spec) else (spec.quantization or "")
 
 
 class MoeTableError(ConfigError):
@@ -196,7 +222,7 @@ def curve(system: str, spec, tp: int, ep: int = 1) -> FusedMoeCurve:
     (whole experts per GPU); else ``moe_tp_size`` ``tp``. :class:`MoeTableError`
     names what is missing.
     """
-    kernel, fmt = kernel_for(system, spec.quantization, ep)
+    kernel, fmt = kernel_for(system, moe_format(spec), ep)
     mtp, mep = (1, ep) if ep > 1 else (tp, 1)
     dist = DISTRIBUTION
     key = (kernel.kernel_source, fmt, spec.hidden_size, spec.expert_ffn_size, spec.experts_per_token,

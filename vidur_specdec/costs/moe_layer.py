@@ -32,15 +32,22 @@ from __future__ import annotations
 import math
 from typing import Mapping, Optional, Sequence, Tuple
 
-from vidur_specdec.architectures.moe import BYTES_PER_WEIGHT
+from vidur_specdec.architectures import quant
 from vidur_specdec.costs import eplb, routing
 from vidur_specdec.costs.profiles import params as P
-from vidur_specdec.costs.profiles.builder import complete_device_fields, fp8_device, gemm_ms, stream_ms
+from vidur_specdec.costs.profiles.builder import complete_device_fields, dtype_device, gemm_ms, stream_ms
 
 
 def expert_bytes_per_weight(spec) -> float:
-    """Bytes per routed-expert weight at the checkpoint's format (bf16 2, fp8 1, mxfp4 0.53125)."""
-    return BYTES_PER_WEIGHT.get(spec.quantization or "", 2.0)
+    """Bytes per routed-expert weight at the checkpoint's format (bf16 2, fp8 1, mxfp4 0.53125, nvfp4 and int4
+    0.5625: :data:`vidur_specdec.architectures.quant.FORMAT_BYTES`)."""
+    return quant.weight_bytes(spec, "experts")
+
+
+def part_device(spec, dev: Mapping, part: str):
+    """(``dev`` at the tensor-core rate ``part``'s GEMMs run at, bytes per weight or None for bf16): fp8 W8A8 and
+    NVFP4 W4A4 at their own rates; MXFP4 and int4 experts are W4A16 (bf16 activations), at the bf16 rate."""
+    return dtype_device(dev, quant.gemm_dtype(spec, part))
 
 
 def uniform_distinct(tokens: float, num_experts: int, top_k: int) -> float:
@@ -128,7 +135,7 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     wb = expert_bytes_per_weight(spec) if weight_bytes is None else weight_bytes
     zipf_s = routing.zipf_of(spec) if zipf_s is None else zipf_s
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
-    fdev = fp8_device(dev) if spec.quantization == "fp8" else dev
+    fdev = part_device(spec, dev, "experts")[0]
     local, remote = scope != "routed", scope != "local"
     # router GEMM + top-k / softmax over T x E scores
     ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES)) if local else 0.0
@@ -150,9 +157,9 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
         ms += act
     if local and spec.shared_ffn_size:
         sf = spec.shared_ffn_size / tp
-        sb = spec.linear_weight_bytes if spec.quantization == "fp8" else None  # fp8 weights; activations bf16
-        ms += (float(gemm_ms(tokens, h, 2 * sf, fdev, g, P.DTYPE_BYTES, weight_b=sb))
-               + float(gemm_ms(tokens, sf, h, fdev, g, P.DTYPE_BYTES, weight_b=sb)))
+        sdev, sb = part_device(spec, dev, "shared_experts")  # weights at their format; activations bf16
+        ms += (float(gemm_ms(tokens, h, 2 * sf, sdev, g, P.DTYPE_BYTES, weight_b=sb))
+               + float(gemm_ms(tokens, sf, h, sdev, g, P.DTYPE_BYTES, weight_b=sb)))
         ms += float(stream_ms(3.0 * tokens * sf * P.DTYPE_BYTES, dev, e["mlp_act"], l2))
     return ms, distinct
 
@@ -176,8 +183,8 @@ def _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, z
     else:  # every expert split 1/tp wide on every GPU
         f = spec.expert_ffn_size / tp
         woken, rows = distinct, tokens * k
-    # fp8 experts and shared experts run W8A8 on the FP8 tensor cores (DeepSeek-V3's block-fp8 fused MoE);
-    # MXFP4 experts on Hopper run W4A16 (OpenAI triton_kernels: bf16 activations), so at the bf16 rate
+    # fp8 experts run W8A8 on the FP8 tensor cores (DeepSeek-V3's block-fp8 fused MoE), NVFP4 ones W4A4 on the
+    # FP4 tensor cores; MXFP4 experts on Hopper and int4 ones run W4A16 (bf16 activations), at the bf16 rate
     # routed experts: grouped GEMM over the woken experts (gate_up then down, two launches)
     flops = 2.0 * rows * 3 * h * f
     floor = woken * 2.0 * P.KERNEL["gemm_tile_m"] * 3 * h * f

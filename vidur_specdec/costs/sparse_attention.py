@@ -38,6 +38,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from vidur_specdec.architectures import quant
 from vidur_specdec.config import ConfigError
 
 CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()  # joins built-profile cache keys
@@ -54,14 +55,18 @@ def applies(spec) -> bool:
 
 
 def _dtype(spec) -> str:
-    return "fp8" if getattr(spec, "quantization", "") == "fp8" else "bf16"
+    """The format of the layer's q/kv projections (the DSA module rows' gemm_type)."""
+    return quant.gemm_dtype(spec, "attention")
+
+
+GEMM_TYPES = {"fp8": "fp8_block", "bf16": "bfloat16", "nvfp4": "nvfp4"}  # the module rows' gemm_type
 
 
 def projections_ms(kernels, spec, tokens):
     """The indexer's two projections over ``tokens`` query tokens (ms, one GPU; replicated weights)."""
     hi, di = spec.index_n_heads, spec.index_head_dim
     t = np.asarray(tokens, dtype=float)
-    q = kernels.gemm_ms(t, spec.q_lora_rank or spec.hidden_size, hi * di, _dtype(spec))
+    q = kernels.gemm_ms(t, spec.q_lora_rank or spec.hidden_size, hi * di, quant.gemm_dtype(spec, "indexer"))
     k = kernels.gemm_ms(t, spec.hidden_size, di + hi, "bf16")
     return np.where(t > 0, q + k, 0.0)
 
@@ -101,32 +106,51 @@ def _table(kernels, spec, tp: int):
     system = getattr(kernels, "system", None)
     if system is None:
         return None
-    key = (system, spec.name, spec.num_heads // tp, _dtype(spec), getattr(spec, "kv_cache_dtype", ""))
+    key = (system, spec.name, spec.num_heads // tp, _dtype(spec), getattr(spec, "kv_cache_dtype", ""),
+           tuple(getattr(spec, f) for f in _SHAPE))
     if key in _TABLE_CACHE:
         return _TABLE_CACHE[key]
     from vidur_specdec.costs.kernels import table_data as TD
 
     out = None
-    for framework, version in TABLE_SOURCES:
-        try:
-            df = TD.load(system, "sparse_attention", framework, version, TABLE)
-        except (ConfigError, OSError):
-            continue
-        kv_dtype = "fp8" if key[4] == "fp8" else "bfloat16"
-        rows = df[(df.model == spec.name) & (df.num_heads == key[2]) & (df.op_name == "dsa_generation_module")
-                  & (df.gemm_type == ("fp8_block" if key[3] == "fp8" else "bfloat16"))
-                  & (df.kv_cache_dtype == kv_dtype)]
-        if "tp_size" in rows and rows.tp_size.nunique() > 1:  # SGLang: one tp per head count; prefer the run's
-            rows = rows[rows.tp_size == (tp if tp in set(rows.tp_size) else rows.tp_size.min())]
-        if "kernel_source" in rows and rows.kernel_source.nunique() > 1:
-            rows = rows[rows.kernel_source == sorted(rows.kernel_source.unique())[0]]
-        if len(rows) and rows.batch_size.nunique() > 1 and rows.step.nunique() > 1:
-            rows = rows.groupby(["batch_size", "step"], as_index=False)["latency"].median()
-            out = (f"measured: {system}, {framework} {version} ({TD.PACKAGE} {TD.PACKAGE_VERSION}, {TABLE})",
-                   TD.dense_grid(rows, "batch_size", "step"))
+    for model in (spec.name, *same_shape(spec)):  # a checkpoint of another name (NVFP4) reads its base model's rows
+        for framework, version in TABLE_SOURCES:
+            try:
+                df = TD.load(system, "sparse_attention", framework, version, TABLE)
+            except (ConfigError, OSError):
+                continue
+            kv_dtype = "fp8" if key[4] == "fp8" else "bfloat16"
+            rows = df[(df.model == model) & (df.num_heads == key[2]) & (df.op_name == "dsa_generation_module")
+                      & (df.gemm_type == GEMM_TYPES[key[3]])
+                      & (df.kv_cache_dtype == kv_dtype)]
+            if "tp_size" in rows and rows.tp_size.nunique() > 1:  # SGLang: one tp per head count; prefer the run's
+                rows = rows[rows.tp_size == (tp if tp in set(rows.tp_size) else rows.tp_size.min())]
+            if "kernel_source" in rows and rows.kernel_source.nunique() > 1:
+                rows = rows[rows.kernel_source == sorted(rows.kernel_source.unique())[0]]
+            if len(rows) and rows.batch_size.nunique() > 1 and rows.step.nunique() > 1:
+                rows = rows.groupby(["batch_size", "step"], as_index=False)["latency"].median()
+                of = "" if model == spec.name else f"; rows of {model}, the same attention shape"
+                out = (f"measured: {system}, {framework} {version} ({TD.PACKAGE} {TD.PACKAGE_VERSION}, {TABLE}{of})",
+                       TD.dense_grid(rows, "batch_size", "step"))
+                break
+        if out is not None:
             break
     _TABLE_CACHE[key] = out
     return out
+
+
+_SHAPE = ("hidden_size", "num_heads", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "head_dim", "v_head_dim",
+          "index_n_heads", "index_head_dim", "index_topk")
+
+
+def same_shape(spec):
+    """Known sparse-attention models (their names, sorted) whose attention layer has ``spec``'s shape: where the
+    tables hold no rows under ``spec``'s own name (NVIDIA's NVFP4 DeepSeek-V3.2 and GLM-5), their rows are read."""
+    from vidur_specdec.architectures.known import KNOWN_MODELS
+
+    want = tuple(getattr(spec, f) for f in _SHAPE)
+    return sorted(n for n, m in KNOWN_MODELS.items() if n != spec.name and m.index_topk
+                  and tuple(getattr(m, f) for f in _SHAPE) == want)
 
 
 def source(kernels, spec, tp: int) -> str:
@@ -168,7 +192,7 @@ def attention_op_times(kernels, spec, tp: int, out: Dict, batch_size, kv_cache_s
                                           (batch_size, kv_cache_size, prefill_chunk_size)))
     pre = chunk > 0
     b = np.where(pre, 1.0, bs)
-    linear = kernels.mlp_op_times(spec, tp, b)
+    linear = kernels.mlp_op_times(quant.module_spec(spec), tp, b)  # at the module rows' GEMM dtype
     charged = sum(np.asarray(linear[op], dtype=float) for op in ("attn_pre_proj", "attn_post_proj", "attn_rope"))
     charged = charged + out["attn_input_reshape"] + out["attn_output_reshape"]
     dec = decode_ms(kernels, spec, tp, b, kv, charged)

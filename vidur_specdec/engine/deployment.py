@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from vidur_specdec.costs import kernels, memory, pipeline
+from vidur_specdec.architectures import quant
 from vidur_specdec.architectures.models import ModelSpec, resolve_model
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.costs.memory import TP_SIZES, NoRoomError, tp_fits
@@ -40,9 +41,8 @@ def with_formats(model: ModelSpec, cfg: RunConfig) -> ModelSpec:
         if model.quantization:
             raise ConfigError(f"quantization: {q} differs from {model.name}'s checkpoint format "
                               f"{model.quantization}; allowed: null or {model.quantization}")
-        if q == "mxfp4":
-            raise ConfigError(f"quantization: mxfp4 needs an MXFP4 checkpoint (gpt-oss); {model.name} is bf16; "
-                              "allowed: null or fp8")
+        if q != "fp8":  # a checkpoint's format (mxfp4, modelopt, modelopt_fp4, ...): vLLM reads it from its files
+            raise ConfigError(quant.needs_checkpoint(q, model.name))
         model = dataclasses.replace(model, quantization=q)
     if cfg.kv_cache_dtype == "fp8" and model.kv_cache_dtype != "fp8":
         model = dataclasses.replace(model, kv_cache_dtype="fp8")
@@ -69,6 +69,7 @@ def resolved_draft_model(cfg: RunConfig) -> ModelSpec:
 
 def check_formats(model: ModelSpec, device: DeviceSpec) -> None:
     """Refuse, in one line, a weight or KV format the device has no path for in this simulator."""
+    quant.check_device(model, device)  # NVFP4 needs FP4 tensor cores
     if device.fp8_flops:
         return
     if model.quantization == "fp8":

@@ -14,6 +14,7 @@ them from here. ``device:`` in a run config is a built-in name (``a100``,
     sms: 58                   # optional: streaming multiprocessors (default: A100's 108)
     l2_bytes: 48e6            # optional: L2 size (default: A100's 40 MiB)
     fp8_flops: 242e12         # optional: dense FP8 tensor-core FLOP/s (default 0: no FP8)
+    fp4_flops: 0              # optional: dense FP4 (NVFP4) tensor-core FLOP/s (default 0: no FP4)
 
 Units: bytes, bytes/s, FLOP/s.
 """
@@ -47,6 +48,7 @@ class DeviceSpec:
     sms: int = 108
     l2_bytes: int = 40 * MIB
     fp8_flops: float = 0.0  # dense FP8 (e4m3) tensor-core FLOP/s; 0 = the GPU has no FP8 tensor cores
+    fp4_flops: float = 0.0  # dense FP4 (NVFP4 e2m1) tensor-core FLOP/s; 0 = the GPU has no FP4 tensor cores
 
     def builder_fields(self) -> Dict:
         """The mapping the analytical profile builder reads (its historical key names).
@@ -58,6 +60,8 @@ class DeviceSpec:
              "sms": self.sms, "l2_bytes": self.l2_bytes}
         if self.fp8_flops:
             d["fp8_flops"] = self.fp8_flops
+        if self.fp4_flops:
+            d["fp4_flops"] = self.fp4_flops
         return d
 
     def to_dict(self) -> Dict:
@@ -79,13 +83,17 @@ BUILTIN: Dict[str, DeviceSpec] = {
         DeviceSpec("h100", 81559 * MIB, 3350e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB, fp8_flops=1979e12),
         DeviceSpec("h200", 143771 * MIB, 4800e9, 989e12, 900e9, sms=132, l2_bytes=50 * MIB, fp8_flops=1979e12),
         # Blackwell (SM100/SM103) and the PCIe cards: see the note below
-        DeviceSpec("b200", 184320 * MIB, 7700e9, 2250e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=4500e12),
-        DeviceSpec("b300", 275040 * MIB, 7750e9, 2250e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=4500e12),
-        DeviceSpec("gb200", 189471 * MIB, 8000e9, 2500e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=5000e12),
-        DeviceSpec("gb300", 284208 * MIB, 8000e9, 2500e12, 1800e9, sms=148, l2_bytes=126 * MIB, fp8_flops=5000e12),
+        DeviceSpec("b200", 184320 * MIB, 7700e9, 2250e12, 1800e9, sms=148, l2_bytes=126 * MIB,
+                   fp8_flops=4500e12, fp4_flops=9000e12),
+        DeviceSpec("b300", 275040 * MIB, 7750e9, 2250e12, 1800e9, sms=148, l2_bytes=126 * MIB,
+                   fp8_flops=4500e12, fp4_flops=14000e12),
+        DeviceSpec("gb200", 189471 * MIB, 8000e9, 2500e12, 1800e9, sms=148, l2_bytes=126 * MIB,
+                   fp8_flops=5000e12, fp4_flops=10000e12),
+        DeviceSpec("gb300", 284208 * MIB, 8000e9, 2500e12, 1800e9, sms=148, l2_bytes=126 * MIB,
+                   fp8_flops=5000e12, fp4_flops=15000e12),
         DeviceSpec("l40s", 46068 * MIB, 864e9, 362.05e12, 64e9, sms=142, l2_bytes=96 * MIB, fp8_flops=733e12),
         DeviceSpec("rtx_pro_6000", 97887 * MIB, 1792e9, 467.8e12, 128e9, sms=188, l2_bytes=128 * MIB,
-                   fp8_flops=935.6e12),
+                   fp8_flops=935.6e12, fp4_flops=1871.2e12),
     )
 }
 # Blackwell and PCIe cards. Memory (nvidia-smi memory.total), HBM/GDDR bandwidth and dense BF16/FP8
@@ -101,6 +109,9 @@ BUILTIN: Dict[str, DeviceSpec] = {
 # architecture technical brief; kept for B300/GB200/GB300, the same die family); L40S 142 SMs, 96 MiB L2
 # (NVIDIA Ada Lovelace architecture whitepaper, AD102); RTX PRO 6000 188 SMs, 128 MiB L2 (NVIDIA RTX
 # Blackwell GPU architecture whitepaper, GB202).
+# FP4 (NVFP4) dense tensor-core rates, the same system files' fp4_tc_flops: B200 9 PFLOPS, B300 14, GB200 10,
+# GB300 15 (NVIDIA's B300/GB300 datasheets: 14 and 15 PFLOPS dense FP4), RTX PRO 6000 1,871.2 TFLOPS at its
+# 2,430 MHz boost; Hopper, Ada and Ampere have no FP4 tensor cores (0).
 
 REQUIRED = ("memory_bytes", "hbm_bandwidth", "bf16_flops", "nvlink_bandwidth")
 
@@ -137,6 +148,7 @@ RANGES = {
     "sms": (1, 100 * 148),
     "l2_bytes": (1, 100 * 126 * MIB),
     "fp8_flops": (0, 100 * 4.5e15),
+    "fp4_flops": (0, 100 * 15e15),
 }
 
 

@@ -24,7 +24,9 @@ beyond the last row its per-token part proportional, the rest quadratic), less t
 chunk's tokens. The simulator's projections are vLLM's MLA GEMMs (:meth:`MLAAttention.projections`).
 
 Rows read (per GPU, at the per-GPU heads ``num_heads / tp``, the KV dtype, the GEMM dtype of the
-checkpoint: ``fp8_block`` for fp8 DeepSeek, ``bfloat16`` otherwise; ``mla_dtype`` bfloat16):
+q/kv projections' format: ``fp8_block`` for fp8 DeepSeek, ``nvfp4`` for NVFP4 ones, ``bfloat16`` otherwise — an
+NVFP4 DeepSeek whose checkpoint keeps q/kv bf16 reads the bf16 rows, as AIConfigurator does for such mixed
+checkpoints, ``sdk/models/deepseek.py``; ``mla_dtype`` bfloat16):
 decode from the first kernel of vLLM 0.33's MLA priority list for the GPU (``vllm/platforms/cuda.py``,
 ``use_mla``) that the collector ran at that KV dtype (:data:`DECODE_KERNELS`); prefill from
 FlashAttention (``vllm/platforms/interface.py``, ``get_mla_prefill_backend_cls``: the only
@@ -40,6 +42,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from vidur_specdec.architectures import quant
 from vidur_specdec.costs.kernels import table_data as TD
 
 MLA_VERSION = "0.24.0"  # the vLLM release the MLA module tables were collected on
@@ -59,7 +62,8 @@ PREFILL_KERNEL = "FLASH_ATTN"
 DECODE_PATH_TOKENS = {"FLASH_ATTN_MLA": 512, "FLASHMLA": 128}
 # the simulator's per-token ops that the module rows also contain
 MODULE_OPS = ("attn_pre_proj", "attn_rope", "attn_post_proj")
-GEMM_TYPES = {"fp8": "fp8_block", "": "bfloat16"}
+# the module rows' gemm_type for the format of the layer's q/kv projections (quant.gemm_dtype "attention")
+GEMM_TYPES = {"fp8": "fp8_block", "bf16": "bfloat16", "nvfp4": "nvfp4"}
 KV_TYPES = {"fp8": "fp8", "": "bfloat16"}
 
 
@@ -121,9 +125,10 @@ def try_table(system: str, device: str, spec, tp: int) -> Tuple[Optional[MLAModu
     off = [f"{k} {getattr(spec, k, None)}" for k, v in TABLE_DIMS.items() if getattr(spec, k, None) != v]
     if off:
         return None, f"MLA rows are {TABLE_MODEL}'s shape; {spec.name} has {', '.join(off)}"
-    gemm = GEMM_TYPES.get(getattr(spec, "quantization", "") or "")
+    fmt = quant.gemm_dtype(spec, "attention")
+    gemm = GEMM_TYPES.get(fmt)
     if gemm is None:
-        return None, f"no MLA module rows for {spec.quantization} projections"
+        return None, f"no MLA module rows for {fmt} projections"
     try:
         return table(system, device, spec.num_heads // tp, KV_TYPES[getattr(spec, "kv_cache_dtype", "") or ""],
                      gemm), ""
@@ -162,7 +167,9 @@ class MLAAttention:
         return [f"{self.why}; MLA attention is priced on the builder's roofline"] if self.rows is None else []
 
     def _module_ops(self, tokens: np.ndarray) -> np.ndarray:
-        ops = self.kernels.mlp_op_times(self.spec, self.tp, tokens)
+        """The module's own per-token ops at its rows' GEMM dtype (o_proj at the q/kv projections' format: an
+        NVFP4 DeepSeek keeps q/kv bf16 and o_proj NVFP4, read from the bf16 rows; the run prices its own o_proj)."""
+        ops = self.kernels.mlp_op_times(quant.module_spec(self.spec), self.tp, tokens)
         return sum(np.asarray(ops[op], dtype=float) for op in MODULE_OPS)
 
     def _attention_grids(self):

@@ -34,11 +34,11 @@ class RooflineKernels(KernelSource):
         self._all_reduce = all_reduce
 
     def _dev(self, dtype: str):
-        return B.fp8_device(self.fields) if dtype == "fp8" else self.fields
+        return B.dtype_device(self.fields, dtype)[0]
 
     def gemm_ms(self, m, k: int, n: int, dtype: str = "bf16"):
-        wb = 1 if dtype == "fp8" else None  # W8A8: 1-byte weights, bf16 activations in and out
-        t = B.gemm_ms(m, k, n, self._dev(dtype), P.EFFICIENCY["gemm"], P.DTYPE_BYTES, weight_b=wb)
+        dev, wb = B.dtype_device(self.fields, dtype)  # W8A8 / W4A4: weights at their format, bf16 activations
+        t = B.gemm_ms(m, k, n, dev, P.EFFICIENCY["gemm"], P.DTYPE_BYTES, weight_b=wb)
         return float(t) if getattr(t, "ndim", 0) == 0 else t
 
     def decode_attention_ms(self, bs, kv, q_heads: int, kv_heads: int, head_dim: int, kv_dtype: str = "bf16"):
@@ -74,7 +74,7 @@ class RooflineKernels(KernelSource):
         """The builder's grouped-GEMM roofline (as in the MoE layer): FLOPs with a one-tile floor per expert."""
         g = P.EFFICIENCY["gemm"]
         dev = self._dev(dtype)
-        wb = 1 if dtype == "fp8" else P.DTYPE_BYTES
+        wb = B.dtype_device(self.fields, dtype)[1] or P.DTYPE_BYTES
         flops = max(2.0 * rows * k * n, experts * 2.0 * P.KERNEL["gemm_tile_m"] * k * n)
         t_compute = flops / (dev["peak_flops"] * g["compute_eff_max"])
         t_memory = (experts * k * n * wb + rows * (k + n) * P.DTYPE_BYTES) / (dev["mem_bw"] * g["mem_eff"])

@@ -3,8 +3,10 @@
 Tables (``aiconfigurator-core`` 0.12.0, read by :mod:`.table_data`), per GPU of
 :data:`SYSTEMS`, collected on vLLM :data:`VLLM_VERSION`:
 
-* ``gemm``: ``gemm_perf`` by m x n x k; ``bf16`` rows (``torch.nn.functional.linear``) and, for
-  ``fp8`` (W8A8 per-tensor), the ``fp8`` rows (``CutlassFP8ScaledMMLinearKernel``). Trilinear in
+* ``gemm``: ``gemm_perf`` by m x n x k; ``bf16`` rows (``torch.nn.functional.linear``), for
+  ``fp8`` (W8A8 per-tensor) the ``fp8`` rows (``CutlassFP8ScaledMMLinearKernel``), for ``nvfp4``
+  (W4A4) the ``nvfp4`` rows of the kernel vLLM runs on the GPU (:data:`NVFP4_GEMM_KERNELS`); each
+  projection at its checkpoint's format (:data:`OP_PARTS`, ``architectures/quant.py``). Trilinear in
   (m, n, k); beyond the largest n or k (an LM head's vocabulary shard) proportional.
 * ``attention_decode``: ``generation_attention_perf`` by batch x cached tokens (``step``) at the
   layer's per-GPU query heads, KV heads, head size and KV dtype, window 0, with the kernel vLLM
@@ -43,6 +45,7 @@ from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
+from vidur_specdec.architectures import quant
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import fused_moe_table as FM
 from vidur_specdec.costs import all_to_all, moe_layer, routing
@@ -76,8 +79,16 @@ _FA2 = ("vllm_flash_attn_fa2", "vllm_flash_attn_fa2")
 ATTENTION_KERNELS = {"h100": _FA3, "h200": _FA3, "b200": _TRTLLM, "b300": _TRTLLM, "gb200": _TRTLLM,
                      "gb300": _TRTLLM, "l40s": _FA2, "rtx_pro_6000": _FA2}
 GEMM_DTYPES = {"bf16": ("bfloat16", "torch.nn.functional.linear"), "fp8": ("fp8", "CutlassFP8ScaledMMLinearKernel")}
+# W4A4 NVFP4 GEMMs: the first kernel of vLLM 0.33's _POSSIBLE_NVFP4_KERNELS (model_executor/kernels/linear/
+# __init__.py) that runs on the GPU family: FlashInfer CuTe-DSL on SM100/SM103 (nvfp4/flashinfer.py: "requires
+# sm_10x"), FlashInfer CUTLASS on SM120 (">= sm_100"); the tables hold exactly these rows. No FP4 tensor cores
+# elsewhere (quant.check_device refuses NVFP4 there)
+NVFP4_GEMM_KERNELS = {"sm100": "FlashInferCuteDslNvFp4LinearKernel", "sm120": "FlashInferCutlassNvFp4LinearKernel"}
 KV_DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
 AR_WORLDS = (2, 4, 8)
+#: the part of a model each GEMM op of the per-layer profile belongs to (its format: quant.gemm_dtype)
+OP_PARTS = {"attn_pre_proj": "attention", "attn_post_proj": "o_proj", "mlp_up_proj": "dense_mlp",
+            "mlp_down_proj": "dense_mlp"}
 #: ``kernel_sources.elementwise`` on the tables: why it is the roofline's
 ELEMENTWISE_SOURCE = (f"built (no measured table: {TD.PACKAGE} {TD.PACKAGE_VERSION} times norms, RoPE, activation "
                       "and residual add analytically from memory bandwidth)")
@@ -135,6 +146,8 @@ class TableKernels(RooflineKernels):
         if specs and specs[0].is_moe:  # only a MoE target's summary names its routing model
             out["moe_routing"] = routing.describe(specs[0])
         out["gemm"] = out["lm_head"] = self._measured()
+        if specs:
+            out["gemm"] += self._gemm_rows(specs[0])
         readers = [self._attention(s, tp) for s in specs]
         for phase in ("decode", "prefill"):
             labels = [r.label(phase) for r in readers]
@@ -158,6 +171,24 @@ class TableKernels(RooflineKernels):
         if specs and getattr(specs[0], "linear_layers", 0):  # only a hybrid model's summary names this family
             out["linear_attention"] = GDN.label(self.system) if GDN.table(self.system, specs[0], tp) else BUILT
         return out
+
+    def _gemm_rows(self, spec) -> str:
+        """``; <dtype> <kernel> (<parts>), ...``: the GEMM rows a quantized model's projections read ("" if bf16)."""
+        parts = ("attention", "o_proj") + (("dense_mlp",) if spec.num_layers > spec.num_moe_layers else ())
+        by: Dict[str, list] = {}
+        for part in parts:
+            by.setdefault(quant.gemm_dtype(spec, part), []).append(part)
+        if set(by) == {"bf16"}:
+            return ""
+        by.setdefault("bf16", []).append("lm_head")
+        rows = []
+        for dtype in sorted(by):
+            try:
+                gd, kernel = self._gemm_kernel(dtype)
+            except ConfigError:
+                gd, kernel = dtype, "no rows"
+            rows.append(f"{gd} {kernel} ({', '.join(by[dtype])})")
+        return "; GEMM rows: " + ", ".join(rows)
 
     def linear_attention_ms(self, spec, tp: int, decode_groups, prefill_chunks) -> float:
         """The gated-delta-net layer from vLLM's ``gdn_perf`` table where it holds the shape (:mod:`.gdn`)."""
@@ -192,16 +223,25 @@ class TableKernels(RooflineKernels):
         if not specs or not specs[0].is_moe:
             return out
         why = self._moe_curve(specs[0], tp, ep)[1]
-        return out + ([f"{why}; the MoE layers are priced on the builder's roofline"] if why else [])
+        out += [f"{why}; the MoE layers are priced on the builder's roofline"] if why else []
+        mtp = quant.mtp_spec(specs[0])
+        if specs[0].mtp_layers and mtp is not specs[0] and self._moe_curve(mtp, tp, ep)[0] is None:
+            out.append(f"{specs[0].name} keeps its MTP module in bf16 (its checkpoint's exclude list) and "
+                       f"{self.system}'s fused-MoE table has no bf16 rows for its experts; an MTP drafter's MoE "
+                       "layer is priced on the builder's roofline")
+        return out
 
     # ------------------------------------------------------------------ GEMM
     def _gemm_grid(self, dtype: str):
         key = ("gemm", dtype)
         g = self._grids.get(key)
         if g is None:
-            gd, kernel = GEMM_DTYPES[dtype]
+            gd, kernel = self._gemm_kernel(dtype)
             df = TD.load(self.system, "gemm", "vllm", VLLM_VERSION, "gemm_perf")
             df = df[(df.gemm_dtype == gd) & (df.kernel_source == kernel)]
+            if df.empty:
+                raise ConfigError(f"quantization: {self.system}'s gemm_perf table has no {gd} rows of {kernel} "
+                                  f"({TD.PACKAGE} {TD.PACKAGE_VERSION})")
             ms, ns, ks = (np.sort(df[c].unique()).astype(float) for c in ("m", "n", "k"))
             z = np.full((len(ms), len(ns), len(ks)), np.nan)
             z[np.searchsorted(ms, df.m.to_numpy(float)), np.searchsorted(ns, df.n.to_numpy(float)),
@@ -211,8 +251,18 @@ class TableKernels(RooflineKernels):
             g = self._grids[key] = (ms, ns, ks, z)
         return g
 
+    def _gemm_kernel(self, dtype: str) -> Tuple[str, str]:
+        """(the tables' gemm_dtype, kernel_source) vLLM runs a ``dtype`` GEMM with on this GPU."""
+        if dtype == "nvfp4":
+            kernel = NVFP4_GEMM_KERNELS.get(FM.FAMILIES.get(self.system, ""))
+            if kernel is None:
+                raise ConfigError(f"quantization: {self.system} has no FP4 tensor cores; NVFP4 GEMMs are priced on "
+                                  f"{', '.join(s for s, f in FM.FAMILIES.items() if f in NVFP4_GEMM_KERNELS)}")
+            return "nvfp4", kernel
+        return GEMM_DTYPES["fp8" if dtype == "fp8" else "bf16"]
+
     def gemm_ms(self, m, k: int, n: int, dtype: str = "bf16"):
-        ms, ns, ks, z = self._gemm_grid("fp8" if dtype == "fp8" else "bf16")
+        ms, ns, ks, z = self._gemm_grid(dtype if dtype in ("fp8", "nvfp4") else "bf16")
         i0, i1, wn, sn = TD.bracket(float(n), ns)
         j0, j1, wk, sk = TD.bracket(float(k), ks)
         col = ((1 - wn) * ((1 - wk) * z[:, i0, j0] + wk * z[:, i0, j1])
@@ -328,11 +378,11 @@ class TableKernels(RooflineKernels):
     def mlp_op_times(self, spec, tp: int, num_tokens):
         out = super().mlp_op_times(spec, tp, num_tokens)  # elementwise ops: the roofline
         h, hd, qh, kvh, ffn = shard(spec, tp)
-        dtype = "fp8" if getattr(spec, "quantization", "") == "fp8" else "bf16"
         shapes = {"mlp_up_proj": [(h, 2 * ffn)], "mlp_down_proj": [(ffn, h)],
                   **self._attention(spec, tp).projections()}
         t = np.asarray(num_tokens, dtype=float)
         for op in GEMM_OPS:
+            dtype = quant.gemm_dtype(spec, OP_PARTS[op])  # each projection at its checkpoint format
             first, *rest = shapes[op]
             out[op] = self.gemm_ms(t, *first, dtype)
             for k, n in rest:

@@ -16,7 +16,9 @@ from typing import Dict, Mapping, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from vidur_specdec.architectures import quant
 from vidur_specdec.architectures.models import ModelSpec
+from vidur_specdec.architectures.quant import FORMAT_BYTES
 from vidur_specdec.costs.profiles import params as P
 from vidur_specdec.hardware.devices import DeviceError, DeviceSpec, get_device
 
@@ -180,6 +182,27 @@ def fp8_device(device: Mapping) -> Mapping:
     return {**device, "peak_flops": device["fp8_flops"]}
 
 
+def fp4_device(device: Mapping) -> Mapping:
+    """``device`` with ``peak_flops`` at its FP4 tensor-core rate (``fp4_flops``); unchanged when it has none."""
+    if not device.get("fp4_flops"):
+        return device
+    return {**device, "peak_flops": device["fp4_flops"]}
+
+
+def dtype_device(device: Mapping, dtype: str) -> Tuple[Mapping, Optional[float]]:
+    """(``device`` at the tensor-core rate of a ``dtype`` GEMM, bytes per weight or None for bf16).
+
+    ``fp8``: W8A8 at the FP8 rate, 1-byte weights; ``nvfp4``: W4A4 at the FP4 rate, 4.5-bit weights
+    (:data:`vidur_specdec.architectures.quant.FORMAT_BYTES`). Activations are read and written in bf16 (the
+    per-token cast to fp8 / fp4 is left out).
+    """
+    if dtype == "fp8":
+        return fp8_device(device), FORMAT_BYTES["fp8"]
+    if dtype == "nvfp4":
+        return fp4_device(device), FORMAT_BYTES["nvfp4"]
+    return device, None
+
+
 def mlp_op_times(
     spec: ModelSpec,
     device: Mapping,
@@ -197,33 +220,31 @@ def mlp_op_times(
     g, l2, blk = e["gemm"], e["l2"], e["token_block"]
     em = e["emb"]
     norm_tok = 2 * h * b  # bytes one token's block moves (read x, write y)
-    if getattr(spec, "quantization", "") == "fp8":
-        # W8A8 fp8 projections (vLLM's fp8 linear method on Hopper): weights 1 byte, FP8 tensor-core rate;
-        # activations are read and written in bf16 (the per-token fp8 cast is left out)
-        fdev = fp8_device(device)
 
-        def lin(tok, k, n):
-            return gemm_ms(tok, k, n, fdev, g, b, weight_b=spec.linear_weight_bytes)
-    else:
-        def lin(tok, k, n):
-            return gemm_ms(tok, k, n, device, g, b)
+    def linear(part):
+        # each part at its checkpoint format (quant.gemm_dtype): bf16; W8A8 fp8 (vLLM's fp8 linear method: weights
+        # 1 byte, FP8 tensor-core rate); W4A4 NVFP4 (4.5-bit weights, FP4 rate); activations bf16 in and out
+        dev, wb = dtype_device(device, quant.gemm_dtype(spec, part))
+        return lambda tok, k, n: gemm_ms(tok, k, n, dev, g, b, weight_b=wb)
+
+    attn, o_proj, mlp = linear("attention"), linear("o_proj"), linear("dense_mlp")
     return {
         # vocab-parallel lookup: write T x hidden, read the rows held by this GPU's
         # shard (a share of them), read 8-byte ids
         "emb": stream_ms(act * (1.0 + em["shard_read"] / tp) + 8 * t, device, em, l2),
         # read x, write y, read the weight vector (not sharded by tp); one block per token
         "input_layernorm": stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
-        "attn_pre_proj": lin(t, h, (qh + 2 * kvh) * hd),
+        "attn_pre_proj": attn(t, h, (qh + 2 * kvh) * hd),
         # rotate q and k in place: read + write; one block per token
         "attn_rope": stream_ms(
             2 * t * (qh + kvh) * hd * b, device, e["attn_rope"], l2, t, 2 * (qh + kvh) * hd * b, blk
         ),
-        "attn_post_proj": lin(t, qh * hd, h),
+        "attn_post_proj": o_proj(t, qh * hd, h),
         "post_attention_layernorm": stream_ms(2 * act + h * b, device, e["norm"], l2, t, norm_tok, blk),
-        "mlp_up_proj": lin(t, h, 2 * ffn),
+        "mlp_up_proj": mlp(t, h, 2 * ffn),
         # read gate and up, write their product; one block per token
         "mlp_act": stream_ms(3 * t * ffn * b, device, e["mlp_act"], l2, t, 3 * ffn * b, blk),
-        "mlp_down_proj": lin(t, ffn, h),
+        "mlp_down_proj": mlp(t, ffn, h),
         # residual add: read two, write one (not sharded by tp); a flat elementwise kernel
         "add": stream_ms(3 * act, device, e["add"], l2),
     }

@@ -78,7 +78,7 @@ _VIDUR_MODELS: Dict[str, type] = {}
 
 
 def _vidur_dims(spec: ModelSpec) -> tuple:
-    return (spec.num_layers, spec.num_heads, spec.num_kv_heads, spec.hidden_size, spec.ffn_size,
+    return (spec.num_layers, spec.vidur_q_heads, spec.num_kv_heads, spec.hidden_size, spec.ffn_size,
             spec.max_model_len, spec.vocab_size)
 
 
@@ -105,7 +105,7 @@ def vidur_model_name(spec: ModelSpec) -> str:
         pass
     cls = dataclasses.make_dataclass(
         "SpecDec_" + "".join(c if c.isalnum() else "_" for c in name),
-        [("num_layers", int, spec.num_layers), ("num_q_heads", int, spec.num_heads),
+        [("num_layers", int, spec.num_layers), ("num_q_heads", int, spec.vidur_q_heads),
          ("num_kv_heads", int, spec.num_kv_heads), ("embedding_dim", int, spec.hidden_size),
          ("mlp_hidden_dim", int, spec.ffn_size), ("max_model_len", int, spec.max_model_len),
          ("vocab_size", int, spec.vocab_size)],

@@ -237,6 +237,11 @@ def resolve(cfg, method: str, target) -> HeadSpec:
             head = HeadSpec(f"{target.name} MTP", "mtp", target.hidden_size, target.num_heads, target.num_kv_heads,
                             target.ffn_size, target.mtp_layers, target.vocab_size,
                             head_dim_override=target.head_dim, moe=True)
+        elif method == "mtp" and target.mtp_layers:
+            # a dense target's own MTP layers (MiMo, Qwen3.5-27B: vLLM 0.33 mimo_mtp.py, qwen3_5_mtp.py): one decoder
+            # layer each at the target's shape (its explicit head size), embedding and LM head shared
+            head = HeadSpec(f"{target.name} MTP", "mtp", target.hidden_size, target.num_heads, target.num_kv_heads,
+                            target.ffn_size, target.mtp_layers, target.vocab_size, head_dim_override=target.head_dim)
         elif method in ("mtp", "medusa"):  # no published Llama heads: one module / five heads at the target's shape
             head = HeadSpec(f"{method} head for {target.name}", method, target.hidden_size, target.num_heads,
                             target.num_kv_heads, target.ffn_size, 1, target.vocab_size,

@@ -4,12 +4,16 @@
 ``(j − 1) mod n`` — one decoder layer at the target's shape after an
 ``eh_proj`` (embedding ⊕ hidden, 2·hidden → hidden) — and the target's shared
 LM head (full vocabulary). Each pass is priced like an EAGLE pass with one
-layer (:mod:`~vidur_specdec.speculation.proposers.eagle`); every module keeps its own KV.
+layer (:mod:`~vidur_specdec.speculation.proposers.eagle`); every module keeps its own KV. An MoE
+module's experts and weights are at the format the checkpoint stores the module in
+(:func:`vidur_specdec.architectures.quant.mtp_spec`: NVFP4 checkpoints keep it bf16); its other
+ops are the target's per-layer profile, at the target's formats.
 With no ``speculative.model`` the head is one module at the target's shape.
 """
 
 from __future__ import annotations
 
+from vidur_specdec.architectures import quant
 from vidur_specdec.speculation.proposers.base import register
 from vidur_specdec.speculation.proposers.eagle import EagleProposer
 from dataclasses import replace
@@ -38,8 +42,10 @@ class MTPProposer(EagleProposer):
             return 0.0
         key = (tuple(sorted(groups)), tp, device)
         cache = self.__dict__.setdefault("_moe_cache", {})
-        if key not in cache:  # the run's kernel source prices the MoE layer (once per group multiset)
-            cache[key] = self.kernels_on(device).fused_moe_ms(self.target_spec, tp, groups, ep=self.ep)[0]
+        if key not in cache:  # the run's kernel source prices the MoE layer (once per group multiset), at the
+            # format the checkpoint stores its MTP module in (an NVFP4 checkpoint keeps it bf16: quant.mtp_spec)
+            cache[key] = self.kernels_on(device).fused_moe_ms(quant.mtp_spec(self.target_spec), tp, groups,
+                                                              ep=self.ep)[0]
         return cache[key] - self.target_mlp_ms(p.tokens)
 
     def memory_bytes(self, tp: int = 1):
@@ -47,6 +53,7 @@ class MTPProposer(EagleProposer):
         t = self.target_spec
         if not self.head.moe or t is None:
             return super().memory_bytes(tp)
+        t = quant.mtp_spec(t)  # the module's own format (an NVFP4 checkpoint keeps it bf16)
 
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes
