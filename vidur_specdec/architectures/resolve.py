@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
 from vidur_specdec.architectures.errors import ModelError
 from vidur_specdec.architectures.known import KNOWN_MODELS
-from vidur_specdec.architectures.parse import model_from_dict, model_from_hf_config
+from vidur_specdec.architectures.parse import model_from_dict, model_from_hf_config, read_config_json
 from vidur_specdec.architectures.spec import ModelSpec
 from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
@@ -38,7 +37,7 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     name = str(value)
     if name in KNOWN_MODELS:
         return KNOWN_MODELS[name]
-    shipped = _shipped_config(name)
+    shipped = _shipped_config(name, key)
     if shipped is not None:
         return model_from_hf_config(shipped, name, f"{key}: {name}")
     path = Path(name).expanduser()
@@ -48,16 +47,13 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     if not _is_file(path):
         raise ModelError(f"{key}: file not found: {path}")
     where = f"{key}: {path}"
+    if path.suffix == ".json":
+        data = read_config_json(path, key)  # unreadable, not UTF-8, not a JSON object: one line naming it
+        return model_from_hf_config(data, path.parent.name or path.stem, where)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         raise ModelError(f"{where}: cannot read the file") from None
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            raise ModelError(f"{where}: is not valid JSON") from None
-        return model_from_hf_config(data, path.parent.name or path.stem, where)
 
     data = parse_yaml_text(text, str(path), key)
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
@@ -65,7 +61,7 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     return model_from_dict(data or {}, where)
 
 
-def _shipped_config(name: str) -> Optional[Mapping]:
+def _shipped_config(name: str, key: str = "model") -> Optional[Mapping]:
     """The ``config.json`` aiconfigurator-core ships for Hugging Face model ``name`` (its ``model_configs/``), or
     None (the name is then a path or unknown); an architecture that cannot be priced is refused by
     :func:`model_from_hf_config` in one line naming it."""
@@ -73,4 +69,4 @@ def _shipped_config(name: str) -> Optional[Mapping]:
         return None
     from vidur_specdec.architectures import hybrid  # lazy: start-up
 
-    return hybrid.load_aic_config(name)
+    return hybrid.load_aic_config(name, key)

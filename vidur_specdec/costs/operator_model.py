@@ -147,7 +147,25 @@ def read_profile(path: Path, table: str) -> pd.DataFrame:
             raise ConfigError(f"profiles: {path} line {i + 2}, column is_prefill: {df['is_prefill'].iloc[i]!r} "
                               "is not True or False")
         df = df.assign(is_prefill=flags.isin(["true", "1"]))
+    _check_times(df, path, table)
     return df
+
+
+def _check_times(df: pd.DataFrame, path: Path, table: str) -> None:
+    """Every time the fit reads is a finite number of ms >= 0 (mlp: each op; attention: decode times on decode
+    rows, prefill times on prefill rows); else one ConfigError naming the file, line and column."""
+    if table == "mlp":
+        parts = [(c, np.ones(len(df), dtype=bool)) for c in PROFILE_COLUMNS["mlp"][1:]]
+    else:
+        pre = df["is_prefill"].astype(bool).to_numpy()
+        parts = [("time_stats.attn_decode.median", ~pre), ("time_stats.attn_prefill.median", pre)]
+    for col, rows in parts:
+        x = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        bad = rows & ~(np.isfinite(x) & (x >= 0))
+        if bad.any():
+            i = int(bad.argmax())
+            raise ConfigError(f"profiles: {path} line {i + 2}, column {col}: {df[col].iloc[i]!r} is not a finite "
+                              f"number of ms >= 0 ({int(bad.sum())} such rows)")
 
 
 def _check_cells(rows: float, cols: float, path, what: str) -> None:

@@ -38,7 +38,6 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from vidur_specdec.config import ConfigError
 
 CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()  # joins built-profile cache keys
 LOGIT_BYTES = 4  # fp32 indexer logits: written by the scoring kernel, read by the top-k
@@ -108,9 +107,8 @@ def _table(kernels, spec, tp: int):
 
     out = None
     for framework, version in TABLE_SOURCES:
-        try:
-            df = TD.load(system, "sparse_attention", framework, version, TABLE)
-        except (ConfigError, OSError):
+        df = TD.load_optional(system, "sparse_attention", framework, version, TABLE)  # a bad file: raised
+        if df is None:
             continue
         kv_dtype = "fp8" if key[4] == "fp8" else "bfloat16"
         rows = df[(df.model == spec.name) & (df.num_heads == key[2]) & (df.op_name == "dsa_generation_module")
