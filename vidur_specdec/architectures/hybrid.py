@@ -65,7 +65,7 @@ def model_from_hybrid_hf_config(cfg: Mapping, name: str, where: str) -> dict:
          "max_model_len": _int(text, "max_position_embeddings", where),
          "tie_word_embeddings": _bool(cfg, "tie_word_embeddings", where,
                                       default=_bool(text, "tie_word_embeddings", where)),
-         "head_dim": _int(text, "head_dim", where, default=h // H),
+         **({"head_dim": _int(text, "head_dim", where)} if text.get("head_dim") is not None else {}),
          "attn_output_gate": _bool(text, "attn_output_gate", where, default=True),
          "linear_layers": types.count("linear_attention"),
          "linear_num_key_heads": _int(text, "linear_num_key_heads", where),

@@ -69,11 +69,11 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if out.get("global_head_dim"):
         from vidur_specdec.architectures import gemma4  # noqa: F401 (registers the global_attention mixer)
     spec = ModelSpec(**out)
-    _check_shape(spec, where)
+    _check_shape(spec, where, explicit_head_dim=bool(out.get("head_dim")))
     return spec
 
 
-def _check_shape(spec: ModelSpec, where: str) -> None:
+def _check_shape(spec: ModelSpec, where: str, explicit_head_dim: bool = False) -> None:
     moe = (spec.num_experts, spec.experts_per_token, spec.expert_ffn_size)
     if any(moe) and not all(moe):
         raise ModelError(f"{where}: a mixture-of-experts model needs num_experts, experts_per_token and "
@@ -98,10 +98,33 @@ def _check_shape(spec: ModelSpec, where: str) -> None:
     if bool(spec.global_head_dim) != bool(spec.global_kv_heads) or (spec.global_head_dim and not spec.sliding_layers):
         raise ModelError(f"{where}: global_head_dim and global_kv_heads go together, beside sliding_layers")
     if spec.num_heads % spec.num_kv_heads:
-        raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
-    if spec.hidden_size % spec.num_heads:
-        # Vidur's ReplicaConfig asserts embedding_dim % num_q_heads == 0.
-        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}")
+        # vLLM 0.33 model_executor/layers/attention/attention.py: assert num_heads % num_kv_heads == 0
+        raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads} "
+                         "(vLLM's attention layer groups query heads evenly over KV heads)")
+    if spec.hidden_size % spec.num_heads and not explicit_head_dim:
+        # without head_dim, vLLM and transformers take hidden_size // num_heads; a remainder means the config is
+        # missing its head_dim (a model with its own head_dim, such as Qwen3.5-27B's 256, needs no multiple)
+        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}, "
+                         "and no head_dim is given; give head_dim")
+    if spec.sliding_layers and not spec.sliding_window:
+        # vLLM 0.33 attention.py: a layer without a window (per_layer_sliding_window None) attends everything
+        raise ModelError(f"{where}: sliding_layers {spec.sliding_layers} without sliding_window; a layer without a "
+                         "window is full attention in vLLM (give sliding_window, or drop sliding_layers)")
+    if spec.chunked_layers and not spec.attention_chunk_size:
+        # vLLM 0.33 llama4.py: use_chunked_local_attn = not nope and config.attention_chunk_size
+        raise ModelError(f"{where}: chunked_layers {spec.chunked_layers} without attention_chunk_size; vLLM runs a "
+                         "layer without a chunk size as full attention (give attention_chunk_size)")
+    if spec.kv_lora_rank and not (spec.qk_rope_head_dim and spec.v_head_dim and spec.head_dim > spec.qk_rope_head_dim):
+        # vLLM 0.33 deepseek_v2.py DeepseekV2MLAAttention: q split into nope and rope parts, values at v_head_dim
+        raise ModelError(f"{where}: multi-head latent attention (kv_lora_rank {spec.kv_lora_rank}) needs "
+                         f"qk_rope_head_dim, v_head_dim and a nope part (head_dim - qk_rope_head_dim) all > 0; got "
+                         f"qk_rope_head_dim {spec.qk_rope_head_dim}, v_head_dim {spec.v_head_dim}, head_dim "
+                         f"{spec.head_dim}")
+    if spec.linear_layers and spec.linear_num_value_heads % spec.linear_num_key_heads:
+        # vLLM 0.33 qwen_gdn_linear_attn.py groups the value heads under each key head (num_v_heads // num_k_heads)
+        raise ModelError(f"{where}: linear_num_value_heads {spec.linear_num_value_heads} is not a multiple of "
+                         f"linear_num_key_heads {spec.linear_num_key_heads} (vLLM's gated delta net groups value "
+                         "heads under key heads)")
 
 
 MAX_CONFIG_BYTES = 16 << 20  # a model's config.json is at most 16 MiB (the largest known is under 100 KiB)

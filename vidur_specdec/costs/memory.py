@@ -70,7 +70,9 @@ def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1, redundant: int = 0)
     ``1/tp`` slice of every expert; ``redundant`` EPLB copies add
     ``redundant / ep`` experts per GPU.
     """
-    if model.is_moe or model.quantization or model.global_head_dim:  # (Gemma 4: its global layers' own shape)
+    # the layer plan's counts: experts, formats, Gemma 4's global layers, a dense hybrid's linear-attention layers
+    # and gated attention (Qwen3.5-27B); the plain Llama formula below for every other dense model
+    if model.is_moe or model.quantization or model.global_head_dim or model.linear_layers or model.attn_output_gate:
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
 
@@ -127,7 +129,8 @@ def _blocks(free: int, block_size: int, per_token: int) -> int:
 
 
 def _no_room(model, draft, what: str, w: int, state: int, usable: int, dev) -> NoRoomError:
-    held = f" and the linear-attention state of the running requests ({state / GIB:.1f} GiB)" if state else ""
+    held = (f" and the linear-attention state of the running requests ({state / GIB:.1f} GiB, reserved for "
+            "scheduler.max_num_seqs of them: fewer fit with a lower max_num_seqs)") if state else ""
     return NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights ({w / GIB:.1f} GiB per GPU "
                        f"{what}){held} leave no room for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
 

@@ -109,13 +109,21 @@ _VIDUR_MODELS: Dict[str, type] = {}
 
 
 def _vidur_dims(spec: ModelSpec) -> tuple:
-    return (spec.num_layers, spec.num_heads, spec.num_kv_heads, spec.hidden_size, spec.ffn_size,
+    return (spec.num_layers, spec.num_heads, spec.num_kv_heads, _vidur_embedding_dim(spec), spec.ffn_size,
             spec.max_model_len, spec.vocab_size)
 
 
 def _vidur_config_dims(cfg) -> tuple:
     return (cfg.num_layers, cfg.num_q_heads, cfg.num_kv_heads, cfg.embedding_dim, cfg.mlp_hidden_dim,
             cfg.max_model_len, cfg.vocab_size)
+
+
+def _vidur_embedding_dim(spec: ModelSpec) -> int:
+    """The width Vidur's bookkeeping is given: the hidden size, or for a model whose own ``head_dim`` does not
+    divide it (Qwen3.5-27B: 5120 over 24 heads of 256) the heads' width, since Vidur's ``ReplicaConfig`` asserts
+    ``embedding_dim % num_q_heads == 0``. Vidur reads it only for its own memory planner and MFU, which the
+    simulator's predictor and memory plan never use."""
+    return spec.hidden_size if spec.hidden_size % spec.num_heads == 0 else spec.num_heads * spec.head_dim
 
 
 def vidur_model_name(spec: ModelSpec) -> str:
@@ -137,7 +145,7 @@ def vidur_model_name(spec: ModelSpec) -> str:
     cls = dataclasses.make_dataclass(
         "SpecDec_" + "".join(c if c.isalnum() else "_" for c in name),
         [("num_layers", int, spec.num_layers), ("num_q_heads", int, spec.num_heads),
-         ("num_kv_heads", int, spec.num_kv_heads), ("embedding_dim", int, spec.hidden_size),
+         ("num_kv_heads", int, spec.num_kv_heads), ("embedding_dim", int, _vidur_embedding_dim(spec)),
          ("mlp_hidden_dim", int, spec.ffn_size), ("max_model_len", int, spec.max_model_len),
          ("vocab_size", int, spec.vocab_size)],
         bases=(Llama2ModelConfig,),
