@@ -108,7 +108,7 @@ def aic_config_path(name: str) -> Optional[Path]:
 def load_aic_config(name: str, where: str = "model") -> Optional[dict]:
     """The shipped ``config.json`` for ``name`` (read by the checked reader: a corrupt file is one line naming
     it), or None when aiconfigurator-core ships none."""
-    from vidur_specdec.architectures.parse import read_config_json
+    from vidur_specdec.architectures.config_json import read_config_json
 
     path = aic_config_path(name)
     if path is None:

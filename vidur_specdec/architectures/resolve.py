@@ -8,7 +8,8 @@ from typing import Mapping, Optional, Union
 
 from vidur_specdec.architectures.errors import ModelError
 from vidur_specdec.architectures.known import KNOWN_MODELS
-from vidur_specdec.architectures.parse import model_from_dict, model_from_hf_config, read_config_json
+from vidur_specdec.architectures.config_json import read_config_json
+from vidur_specdec.architectures.parse import model_from_dict, model_from_hf_config
 from vidur_specdec.architectures.spec import ModelSpec
 from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
 
