@@ -200,7 +200,7 @@ def head_from_mapping(d, where: str) -> HeadSpec:
     if d["method"] not in HEAD_METHODS:
         raise ConfigError(f"{where}: method must be one of {', '.join(HEAD_METHODS)}, got {d['method']!r}")
     d = dict(d)
-    d.setdefault("name", where)
+    d.setdefault("name", where.split(": ", 1)[-1])  # the file, not "speculative.model: <file>" (named twice)
     d["targets"] = tuple(d.get("targets") or ())
     for k in ("hidden_size", "num_heads", "num_kv_heads", "ffn_size", "num_layers", "vocab_size",
               "draft_vocab_size", "medusa_heads", "aux_layers", "block_size", "markov_rank", "head_dim_override"):
@@ -237,8 +237,9 @@ def check_head_shape(head: HeadSpec, where: str) -> None:
                               f"(vLLM 0.33 medusa.py builds that many), got {head.medusa_heads} and {head.num_layers}")
         return
     if head.num_layers < 1:
-        raise ConfigError(f"{where}: num_layers must be >= 1 (a {head.method} head runs num_hidden_layers decoder "
-                          f"layers, vLLM 0.33 llama_eagle.py / qwen3_dflash.py; 0 has nothing to propose from)")
+        raise ConfigError(f"{where}: num_layers must be >= 1, got {head.num_layers} (vLLM 0.33 builds "
+                          f"num_hidden_layers decoder layers for a {head.method} head, llama_eagle.py / "
+                          "qwen3_dflash.py; with none there is nothing to propose from)")
     if head.num_heads < 1 or head.num_kv_heads < 1:
         raise ConfigError(f"{where}: num_heads and num_kv_heads must be >= 1, got {head.num_heads} and "
                           f"{head.num_kv_heads}")
