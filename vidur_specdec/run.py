@@ -35,6 +35,7 @@ import yaml
 
 from vidur_specdec import console
 from vidur_specdec.config import ConfigError, read_yaml
+from vidur_specdec.config.files import naming
 from vidur_specdec.engine.resolve import load
 
 
@@ -137,7 +138,8 @@ class RunFolder:
         old = None
         try:
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a run folder gets normal permissions
-            fill(tmp)
+            with naming(out, tmp):  # a full disk names the file it stopped (out/requests.csv), not the temp folder
+                fill(tmp)
             if out.is_dir() and any(out.iterdir()):
                 if not (self.overwrite or self._reserved):
                     raise ConfigError(f"{self.option}: {out} was filled by someone else during the run; "
@@ -193,11 +195,15 @@ def _keep_foreign(old_run: Path, out: Path, option: str) -> None:
 
 
 def _fill(result) -> Callable[[Path], None]:
-    def fill(tmp: Path) -> None:
-        result.requests.to_csv(tmp / "requests.csv", index=False, float_format=FLOAT_FORMAT)
-        result.steps.to_csv(tmp / "steps.csv", index=False, float_format=FLOAT_FORMAT)
-        (tmp / "summary.json").write_text(json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
-        (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_dict(), sort_keys=False))
+    def fill(tmp: Path) -> None:  # each write names its file if it fails (a full disk names none itself)
+        with naming(tmp / "requests.csv"):
+            result.requests.to_csv(tmp / "requests.csv", index=False, float_format=FLOAT_FORMAT)
+        with naming(tmp / "steps.csv"):
+            result.steps.to_csv(tmp / "steps.csv", index=False, float_format=FLOAT_FORMAT)
+        with naming(tmp / "summary.json"):
+            (tmp / "summary.json").write_text(json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
+        with naming(tmp / "config.yaml"):
+            (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_dict(), sort_keys=False))
     return fill
 
 

@@ -20,7 +20,6 @@ A field this module cannot price is refused in one line naming it (for example
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -106,10 +105,14 @@ def aic_config_path(name: str) -> Optional[Path]:
     return path if path.is_file() else None
 
 
-def load_aic_config(name: str) -> Optional[dict]:
+def load_aic_config(name: str, where: str = "model") -> Optional[dict]:
+    """The shipped ``config.json`` for ``name`` (read by the checked reader: a corrupt file is one line naming
+    it), or None when aiconfigurator-core ships none."""
+    from vidur_specdec.architectures.config_json import read_config_json
+
     path = aic_config_path(name)
     if path is None:
         return None
-    cfg = json.loads(path.read_text(encoding="utf-8"))
+    cfg = dict(read_config_json(path, f"{where}: {name}"))
     cfg["_name_or_path"] = name  # the name it ships under (NVIDIA's Llama-3.1-70B FP8 carries a local path)
     return cfg

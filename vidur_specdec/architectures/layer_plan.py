@@ -108,6 +108,18 @@ def window_bytes_per_request(spec, tp: int, dtype_bytes: int) -> int:
     return total
 
 
+def window_kv_bytes_per_token(spec, tp: int, dtype_bytes: int) -> int:
+    """KV per token (bytes, all layers, one GPU) of the window-bounded layers that are not charged as growing
+    (sliding-window layers; chunked layers are charged as growing already). The memory plan prices its blocks
+    with it when nothing else grows (:func:`vidur_specdec.costs.memory.plan`)."""
+    total = 0
+    for m, n in mixer_counts(spec).items():
+        mixer = MIXERS[m]
+        if mixer.window(spec) and not mixer.kv_bytes_per_token(spec, tp, dtype_bytes):
+            total += n * _gqa_kv(spec, tp, dtype_bytes)
+    return total
+
+
 def mixer_params(spec, tp: int = 1) -> int:
     """Token-mixer weights of all layers on one GPU (count)."""
     return sum(n * MIXERS[m].params(spec, tp) for m, n in mixer_counts(spec).items())

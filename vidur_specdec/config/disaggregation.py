@@ -24,8 +24,11 @@ from typing import Any, Optional
 from vidur_specdec.config.fields import _f
 
 TP_SIZES = (1, 2, 4, 8)  # as schema.TP_SIZES (one 8-GPU node per instance)
+# each pool's `vllm serve --kv-transfer-config`: vLLM 0.33's NIXL connector on both roles (vllm/config/kv_transfer.py:
+# kv_connector needs a kv_role; kv_both lets one instance send and receive, as vLLM's disaggregated examples run it)
+KV_TRANSFER_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 ROUTERS = ("round_robin", "least_loaded")
-KV_LINKS = ("auto", "nvlink", "infiniband_ndr", "roce_400g")
+KV_LINKS = ("auto", "nvlink", "pcie", "infiniband_ndr", "roce_400g")
 DRAFT_KV = ("transfer", "recompute")
 
 
@@ -57,8 +60,9 @@ class DisaggregationConfig:
                      doc="how the proxy picks a prefill and a decode instance: round_robin (vLLM's "
                          "disaggregated proxy examples) or least_loaded (fewest requests queued or running)")
     kv_link: str = _f("auto", choices=KV_LINKS,
-                      doc="link the KV cache moves over: auto = nvlink when every instance fits one 8-GPU "
-                          "node, else infiniband_ndr; per-GPU figures in docs/model.md")
+                      doc="link the KV cache moves over: auto = the node's own link (nvlink, or pcie on cards "
+                          "without NVLink: L40S, RTX PRO 6000) when every instance fits one 8-GPU node, else "
+                          "infiniband_ndr; per-GPU figures in docs/model.md")
     kv_transfer_latency_ms: Optional[float] = _f(None, lo=0.0, hi=1e4,
                                                  doc="fixed time per request's transfer (ms); null = the link's")
     draft_kv: str = _f("transfer", choices=DRAFT_KV,

@@ -389,6 +389,8 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
     working directory. The result's ``base_dir`` attribute is that folder
     (None for the working directory).
     """
+    if base_dir is not None and (isinstance(base_dir, (bytes, bytearray)) or not isinstance(base_dir, (str, Path))):
+        raise ConfigError(f"base_dir: must be a folder (str or pathlib.Path), got {str(repr(base_dir))[:80]}")
     if isinstance(source, RunConfig):
         data = source.to_dict()
         base_dir = base_dir if base_dir is not None else getattr(source, "base_dir", None)

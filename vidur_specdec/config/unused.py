@@ -132,6 +132,32 @@ USES: Tuple[Use, ...] = (
     *_pool_rows(),
 )
 
+# speculative.* keys a prefill instance never reads: it serves each prompt with max_tokens=1 (vLLM's disaggregated
+# proxy), so it never verifies a guess; what it does read is the drafter it holds (method, model, k's lookahead
+# slots, the draft model and its profiles), which must match the decode pool's EAGLE/MTP config anyway.
+PREFILL_UNREAD = ("acceptance_rate", "mean_acceptance_length", "acceptance_at_k", "acceptance_source",
+                  "acceptance_factors", "acceptance_spread", "acceptance_trace", "acceptance_per_position",
+                  "acceptance_histogram", "verify_attention", "verify_interpolation_weight", "proposal_rate",
+                  "proposal_spread", "prompt_lookup_min", "prompt_lookup_max", "ngram_cost_ms", "fixed_cost_ms",
+                  "suffix_cost_ms", "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+                  "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
+                  "num_speculative_tokens_per_batch_size", "draft_sample_method")
+
+
+def pool_refusal(cfg) -> Optional[str]:
+    """The refusal of a prefill pool's speculative key that a prefill instance never reads, or None."""
+    d = getattr(cfg, "disaggregation", None)
+    spec = getattr(getattr(d, "prefill", None), "speculative", None)
+    if d is None or not d.enabled or not isinstance(spec, dict):
+        return None
+    for key in spec:
+        if key in PREFILL_UNREAD:
+            return (f"disaggregation.prefill.speculative.{key}: does nothing: a prefill instance serves each prompt "
+                    "with max_tokens=1 (vLLM's disaggregated proxy) and never verifies a guess; set it under "
+                    "speculative or disaggregation.decode.speculative")
+    return None
+
+
 # Keys that give one quantity: (the quantity, its keys). At most one may be set; vLLM takes none of these
 # inputs, so no vLLM precedence rule applies.
 ACCEPTANCE_INPUTS = ("acceptance_trace", "acceptance_histogram", "acceptance_per_position",
@@ -241,7 +267,7 @@ def check(cfg, shared: Iterable[str] = ()) -> None:
         why = refusal(leaf, cfg)
         if why:
             raise ConfigError(why)
-    why = conflicts(cfg)
+    why = conflicts(cfg) or pool_refusal(cfg)
     if why:
         raise ConfigError(why)
 
@@ -284,4 +310,7 @@ def markdown() -> str:
         lines.append(f"| `{row.key}` | {when} | {row.what} |")
     groups = "; ".join(f"{what}: " + ", ".join(f"`{k}`" for k in keys) for what, keys in ONE_OF)
     lines += ["", f"At most one of each group may be set — {groups}."]
+    lines += ["", "A prefill pool never verifies a guess (it serves each prompt with `max_tokens=1`), so under "
+              "`disaggregation.prefill.speculative` these keys are refused: "
+              + ", ".join(f"`{k}`" for k in PREFILL_UNREAD) + "."]
     return "\n".join(lines)

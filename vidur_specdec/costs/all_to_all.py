@@ -72,6 +72,8 @@ def _curve(system: str, backend: str, phase: str, hidden: int, topk: int, expert
     """(tokens, us, payload per token of the row chosen) for the table row shape nearest the model's."""
     try:
         d = TD.load(system, "comm", "vllm", VLLM_A2A_VERSION, "moe_a2a_perf")
+    except TD.TableFileError:
+        raise
     except ConfigError:
         raise ConfigError(f"parallel.data_parallel_size: no measured all-to-all table for {system} "
                           f"(vLLM {VLLM_A2A_VERSION} moe_a2a_perf); data parallel > 1 is not modelled on it") from None
@@ -91,9 +93,8 @@ def _curve(system: str, backend: str, phase: str, hidden: int, topk: int, expert
 def _node_ratio(system: str, backend: str, phase: str, nodes: int):
     """(tokens, ratio of ``nodes`` nodes to 1) from SGLang's multi-node DeepEP tables; None without rows."""
     table, col, sms = _SGLANG[backend]
-    try:
-        d = TD.load(system, "comm", "sglang", MULTI_NODE_VERSION, table)
-    except ConfigError:
+    d = TD.load_optional(system, "comm", "sglang", MULTI_NODE_VERSION, table)  # a bad file: raised
+    if d is None:
         return None
     if sms is not None:
         d = d[d["dispatch_sms"] == sms]

@@ -13,6 +13,18 @@ state per running request instead of KV (:mod:`vidur_specdec.architectures.layer
 ``state`` reserves it for the most requests that can run at once (``running``,
 see :func:`vidur_specdec.engine.deployment`), so that KV blocks are what is left.
 
+A model with no KV that grows with the context (:func:`growing_kv`):
+
+* every layer window-bounded (sliding-window attention): the blocks are priced at
+  the window layers' KV per token, as vLLM takes sliding-window pages from the same
+  pool (``SlidingWindowSpec``); a block is held for the whole context here, where
+  vLLM frees the pages that slide out of the window, so the plan errs low on room
+  only beyond the window;
+* nothing held per token at all (every layer linear attention, no drafter KV): the
+  running requests' state is reserved as above and the blocks never bind
+  (:data:`UNBOUNDED_BLOCKS`); how many requests run is then set by
+  ``scheduler.max_num_seqs``, for which the state was reserved.
+
 With tensor parallelism every GPU of the replica holds 1/tp of the weights
 (query heads, MLP columns and vocabulary split; KV heads split, or replicated
 when tp exceeds them) and the KV of its own heads, so the plan is that of one
@@ -40,6 +52,9 @@ from vidur_specdec.costs.profiles.params import DTYPE_BYTES  # fp16/bf16 weights
 from vidur_specdec.costs.profiles.builder import ProfileError, check_tp
 
 GIB = 1024**3
+#: the block count of a model that holds nothing per token (no growing KV, no window, no drafter KV): the
+#: scheduler's blocks never bind (2**30 blocks of 16 tokens would hold 16 G tokens)
+UNBOUNDED_BLOCKS = 1 << 30
 
 
 class NoRoomError(ValueError):
@@ -55,7 +70,9 @@ def weight_bytes(model: ModelSpec, tp: int = 1, ep: int = 1, redundant: int = 0)
     ``1/tp`` slice of every expert; ``redundant`` EPLB copies add
     ``redundant / ep`` experts per GPU.
     """
-    if model.is_moe or model.quantization or model.global_head_dim:  # (Gemma 4: its global layers' own shape)
+    # the layer plan's counts: experts, formats, Gemma 4's global layers, a dense hybrid's linear-attention layers
+    # and gated attention (Qwen3.5-27B); the plain Llama formula below for every other dense model
+    if model.is_moe or model.quantization or model.global_head_dim or model.linear_layers or model.attn_output_gate:
         # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
         from vidur_specdec.architectures.moe import weight_bytes as moe_weight_bytes
 
@@ -90,6 +107,34 @@ class MemoryPlan:
         return d
 
 
+def growing_kv(model: ModelSpec, tp: int) -> int:
+    """Bytes per token (one GPU) a block of ``model`` holds: its growing KV, else its window-bounded KV
+    (a model whose every attention layer slides), else 0 (nothing held per token)."""
+    kv = model.kv_bytes_per_token(tp, model.kv_dtype_bytes)
+    if kv:
+        return kv
+    from vidur_specdec.architectures.layer_plan import window_kv_bytes_per_token  # same layer below
+
+    return window_kv_bytes_per_token(model, tp, model.kv_dtype_bytes)
+
+
+def _blocks(free: int, block_size: int, per_token: int) -> int:
+    """Blocks of ``block_size`` tokens at ``per_token`` bytes in ``free`` bytes; :data:`UNBOUNDED_BLOCKS` when a
+    token holds nothing (the running requests' state was taken before)."""
+    if free <= 0:
+        return 0
+    if per_token <= 0:
+        return UNBOUNDED_BLOCKS
+    return free // (block_size * per_token)
+
+
+def _no_room(model, draft, what: str, w: int, state: int, usable: int, dev) -> NoRoomError:
+    held = (f" and the linear-attention state of the running requests ({state / GIB:.1f} GiB, reserved for "
+            "scheduler.max_num_seqs of them: fewer fit with a lower max_num_seqs)") if state else ""
+    return NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights ({w / GIB:.1f} GiB per GPU "
+                       f"{what}){held} leave no room for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
+
+
 def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memory_margin_fraction: float,
          draft: Optional[ModelSpec] = None, tp: int = 1, draft_tp: Optional[int] = None,
          head: tuple = (0, 0), ep: int = 1, state_reserve: int = 0, pp: int = 1, redundant: int = 0) -> MemoryPlan:
@@ -113,15 +158,13 @@ def plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int, memo
     usable = int(dev.memory_bytes * (1.0 - memory_margin_fraction))
     w_t = weight_bytes(model, tp, ep, redundant)
     w_d = (weight_bytes(draft, dtp) if draft else 0) + int(head[0])
-    kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes)
-    kv_d = (draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])
+    kv_t = growing_kv(model, tp)
+    kv_d = (growing_kv(draft, dtp) if draft else 0) + int(head[1])
     free = usable - w_t - w_d - int(state_reserve)
-    blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
+    blocks = _blocks(free, block_size, kv_t + kv_d)
     if blocks < 1:
-        raise NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights "
-                          f"({(w_t + w_d) / GIB:.1f} GiB per GPU at tensor_parallel_size {tp}"
-                          f"{' with expert parallel' if ep > 1 else ''}) leave no room "
-                          f"for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
+        raise _no_room(model, draft, f"at tensor_parallel_size {tp}{' with expert parallel' if ep > 1 else ''}",
+                       w_t + w_d, int(state_reserve), usable, dev)
     return MemoryPlan(usable, w_t, w_d, kv_t, kv_d, block_size, int(blocks), int(state_reserve))
 
 
@@ -150,14 +193,13 @@ def stage_plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int
     held = (stage == 0) + last if not model.tie_word_embeddings else 1
     w_t = weight_bytes(part, tp, ep, redundant) - DTYPE_BYTES * model.embedding_params(tp) + DTYPE_BYTES * held * one
     w_d = ((weight_bytes(draft, dtp) if draft else 0) + int(head[0])) if last else 0
-    kv_t = model.kv_bytes_per_token(tp, model.kv_dtype_bytes) * n // model.num_layers
-    kv_d = ((draft.kv_bytes_per_token(dtp, draft.kv_dtype_bytes) if draft else 0) + int(head[1])) if last else 0
+    kv_t = growing_kv(model, tp) * n // model.num_layers
+    kv_d = ((growing_kv(draft, dtp) if draft else 0) + int(head[1])) if last else 0
     free = usable - w_t - w_d
-    blocks = free // (block_size * (kv_t + kv_d)) if free > 0 else 0
+    blocks = _blocks(free, block_size, kv_t + kv_d)
     if blocks < 1:
-        raise NoRoomError(f"{model.name}{' + ' + draft.name if draft else ''} weights "
-                          f"({(w_t + w_d) / GIB:.1f} GiB per GPU of pipeline stage {stage} at tensor_parallel_size "
-                          f"{tp}) leave no room for KV in {usable / GIB:.1f} GiB usable on one {dev.name}")
+        raise _no_room(model, draft, f"of pipeline stage {stage} at tensor_parallel_size {tp}", w_t + w_d, 0,
+                       usable, dev)
     return MemoryPlan(usable, int(w_t), int(w_d), int(kv_t), int(kv_d), block_size, int(blocks))
 
 

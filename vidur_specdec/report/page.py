@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from vidur_specdec.config.files import naming
 from vidur_specdec.config import ConfigError
 from vidur_specdec.report.answer import answer
 from vidur_specdec.report.assets import CSS as _CSS, JS as _JS
@@ -440,8 +441,9 @@ def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        with naming(path, tmp):
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional
 
+from vidur_specdec.config.files import naming
 from vidur_specdec.sweep.definition import Sweep, fmt_value, _get_dotted
 from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS, POOL_METRIC_COLUMNS
 
@@ -86,11 +87,12 @@ def _above_acceptance(speedup, metrics: Mapping, is_baseline: bool) -> str:
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with naming(path, tmp):  # a full disk names the user's file, not the temporary one
+            with open(tmp, "w", newline="") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

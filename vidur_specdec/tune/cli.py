@@ -78,6 +78,10 @@ def check_args(args: argparse.Namespace):
         overrides.append(f"workload.warmup_requests={args.warmup_requests}")
     base = load(args.config, overrides)
     refuse_untunable(base)  # a deployment of prefill and decode pools: vidur_specdec.tune.pools
+    if base.speculative.num_speculative_tokens_per_batch_size is not None:
+        raise ConfigError("speculative.num_speculative_tokens_per_batch_size: tune chooses the per-batch-size "
+                          "schedule itself (its speculative_config.json), so a schedule in the config does nothing; "
+                          "remove the key (to price a schedule you have, use run or sweep)")
     if base.speculative.method == "none":
         raise ConfigError("speculative.method: tune needs a proposer (ngram, eagle3, draft_model, ...); got none")
     if base.speculative.num_speculative_tokens == 0 and args.k_max is None:
