@@ -197,7 +197,7 @@ def _fill(result) -> Callable[[Path], None]:
         result.requests.to_csv(tmp / "requests.csv", index=False, float_format=FLOAT_FORMAT)
         result.steps.to_csv(tmp / "steps.csv", index=False, float_format=FLOAT_FORMAT)
         (tmp / "summary.json").write_text(json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
-        (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_dict(), sort_keys=False))
+        (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_input(), sort_keys=False))
     return fill
 
 

@@ -182,6 +182,7 @@ def resolve_acceptance(cfg) -> None:
             raise ConfigError(f"speculative.{extra[0]}: acceptance_source published takes acceptance from the "
                               "library; drop this key or set acceptance_source: given")
         s.acceptance_per_position = list(_lookup(cfg, strict=True).rates)
+        s.acceptance_rate = None  # the library's rates are the input (the schema's alpha default is not)
     elif library_keys:
         key = "workload.dataset" if w.dataset is not None else (
             "workload.temperature" if w.temperature is not None else "speculative.acceptance_factors")

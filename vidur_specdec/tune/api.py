@@ -43,10 +43,23 @@ class TuneOutcome:
     output_dir: Optional[Path]
 
 
+def _loads_text(loads) -> Optional[str]:
+    """``loads`` as the command's ``--loads`` text: a comma-separated string as given, or a sequence of numbers."""
+    from vidur_specdec.config import ConfigError
+
+    if loads is None or isinstance(loads, str):
+        return loads
+    try:
+        return ",".join(f"{float(x):g}" for x in loads)
+    except (TypeError, ValueError):
+        raise ConfigError(f"loads: must be a comma-separated string (\"1,8,32\") or a sequence of numbers, "
+                          f"got {loads!r}") from None
+
+
 def tune(config: Union[str, Path, Mapping, RunConfig, None] = None, overrides: Optional[Sequence[str]] = None, *,
          output_dir: Union[str, Path, None] = None, k_max: Optional[int] = None, objective: str = "tpot",
          slo_ttft_ms: Optional[float] = None, slo_tpot_ms: Optional[float] = None, slo_percentile: Optional[int] = None,
-         load_axis: str = "qps", loads: Optional[Sequence[float]] = None, warmup_requests: Optional[int] = None,
+         load_axis: str = "qps", loads: Union[str, Sequence[float], None] = None, warmup_requests: Optional[int] = None,
          tolerance: Optional[float] = None, jobs: Optional[int] = None, executor: str = "local",
          address: Optional[str] = None, overwrite: bool = False,
          compare_drafters: Optional[str] = None) -> TuneOutcome:
@@ -72,7 +85,7 @@ def tune(config: Union[str, Path, Mapping, RunConfig, None] = None, overrides: O
         slo_ttft_ms=cli.DEFAULT_SLO_TTFT_MS if slo_ttft_ms is None else float(slo_ttft_ms),
         slo_tpot_ms=cli.DEFAULT_SLO_TPOT_MS if slo_tpot_ms is None else float(slo_tpot_ms),
         slo_percentile=cli.DEFAULT_SLO_PERCENTILE if slo_percentile is None else slo_percentile,
-        load_axis=load_axis, loads=",".join(f"{float(x):g}" for x in loads) if loads else None,
+        load_axis=load_axis, loads=_loads_text(loads),
         warmup_requests=warmup_requests, compare_drafters=compare_drafters, tolerance=cli.DEFAULT_TOLERANCE if tolerance is None else float(tolerance))
     try:
         cli.execute(args, log=None)

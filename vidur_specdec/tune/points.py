@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, set_dotted, unused
+from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, unused
+from vidur_specdec.config.overlay import overlay
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.definition import SweepRow, identity
 from vidur_specdec.sweep.digest import canonical_json, short_sha, code_digest, profile_digests
@@ -138,9 +139,9 @@ def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
 
 
 def build_config(base: RunConfig, overrides: Dict[str, Any]) -> RunConfig:
-    d = base.to_dict()
-    for key, v in overrides.items():
-        set_dotted(d, key, v)
+    """A point's config: the base config with the point's overrides, resolved by the rule every command uses
+    (:func:`vidur_specdec.config.overlay.overlay`: an override replaces what it makes meaningless)."""
+    d = overlay(base.to_input(), list(overrides.items()))
     # the base was checked when loaded and is a template here; a point's own keys must change its run
     kept = [k for k in unused.leaves(d) if not any(unused.overlaps(k, o) for o in overrides)]
     cfg = from_dict(d, shared=kept)
