@@ -310,6 +310,7 @@ class RunConfig:
         if spec.get("acceptance_source") == "published":
             for key in ACCEPTANCE_KEYS:
                 spec[key] = None
+            spec["proposal_rate"] = 1.0  # n-gram and suffix: the library's row gives it, with the rates
         if spec.get("acceptance_at_k") is not None:
             spec["acceptance_per_position"] = None
         return d

@@ -224,8 +224,6 @@ def _report(res, axis, ev) -> None:
 
         for line in lines(res.drafters, axis.name):
             print(line)
-        for sk in res.drafters["skipped"]:
-            print(f"drafter {sk['drafter']} skipped: {sk['reason']}")
     for c in res.checks:
         sb, s0 = c["shortfall_vs_best"], c["shortfall_vs_k0"]
         print(f"check at {f(c['load'])} {axis.name}: schedule {100 * (sb or 0):+.1f} % against the best static "
