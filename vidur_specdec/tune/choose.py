@@ -18,7 +18,17 @@ edges). The schedule is then the piecewise-constant k(b) that maximises
     sum over b of that smoothed relative value  -  the price of every change of k,
 
 with every range at least :data:`MIN_RANGE_WIDTH` batch sizes wide
-(:func:`ranges_with_priced_changes`, an exact dynamic programme). A change is
+(:func:`ranges_with_priced_changes`, an exact dynamic programme). A change of k between
+neighbouring ranges is then kept only where it gains more than the tune's ``--tolerance``
+(:func:`merge_small_gains`): over the sizes of one of the two ranges, its k is better than the
+other's by more than that fraction of the other's value; the pair with the smallest gain is
+merged (at the better of the two k over both) until every change clears it, so a k = 3 / k = 1 /
+k = 3 flip that gains less than the tolerance is not emitted.
+
+The schedule covers batch sizes 1 .. ``limit``, the largest batch size a simulated point reached
+without being overloaded (:meth:`vidur_specdec.tune.search.Tuner.evidence_top`): it ends where the
+evidence ends. Larger batches take the last range's k (vLLM's rule for sizes past the last range),
+which the summary and the command say no simulation backs. A change is
 priced with what it costs in vLLM: vLLM 0.33 looks k up from the requests
 scheduled in a step, prefills included, and drafts that many for the *next*
 step (``vllm/v1/core/sched/scheduler.py`` lines 1709-1714), so a load whose
@@ -41,7 +51,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -107,8 +117,10 @@ def typical_context(prepared) -> int:
     return int(round(prompt + output / 2))
 
 
-def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, int]], Dict]:
-    """The schedule ``[(lo, hi, k), ...]`` covering 1..batch_size_cap, and the table it was chosen from."""
+def choose_schedule(cfg: RunConfig, k_max: int, tolerance: float = 0.0,
+                    limit: Optional[int] = None) -> Tuple[List[Tuple[int, int, int]], Dict]:
+    """The schedule ``[(lo, hi, k), ...]`` covering 1..``limit`` (default ``scheduler.batch_size_cap``) and the
+    table it was chosen from; a change of k gains more than ``tolerance`` (a fraction) or is merged away."""
     # lazy: start-up cost of pandas
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
@@ -120,7 +132,10 @@ def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, in
     ctx = typical_context(prepared)
     adv = expected_advanced(cfg, k_max)
     cap = decode_view(cfg).scheduler.batch_size_cap
-    table = {"context_tokens": ctx, "tokens_advanced": adv, "window": SMOOTHING_WINDOW, "rows": []}
+    if limit is not None:
+        cap = max(1, min(cap, int(limit)))
+    table = {"context_tokens": ctx, "tokens_advanced": adv, "window": SMOOTHING_WINDOW, "rows": [],
+             "batch_size_limit": cap}
     rel = []  # value relative to the best k at that batch size
     for b in range(1, cap + 1):
         ms = [price(b, k, ctx) for k in range(k_max + 1)]
@@ -137,10 +152,52 @@ def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, in
     for b in range(1, cap + 1):
         kb = max(range(k_max + 1), key=lambda k: (round(smoothed[b - 1][k], 9), -k))
         table["rows"][b - 1]["k"] = kb  # the best k at that size alone, before changes are priced
-    ranges = ranges_with_priced_changes(smoothed, MIN_RANGE_WIDTH)
+    priced = ranges_with_priced_changes(smoothed, MIN_RANGE_WIDTH)
+    ranges = merge_small_gains(smoothed, priced, tolerance)
     table["min_range_width"] = MIN_RANGE_WIDTH
+    table["tolerance"] = tolerance
+    table["merged"] = [list(r) for r in priced] if ranges != priced else []
     table["ranges"] = range_gains(smoothed, ranges)
     return ranges, table
+
+
+def _gain(value: Sequence[Sequence[float]], lo: int, hi: int, k: int, other: int) -> float:
+    """How much better k is than ``other`` over sizes lo..hi: a fraction of ``other``'s summed value."""
+    mine = sum(value[b - 1][k] for b in range(lo, hi + 1))
+    theirs = sum(value[b - 1][other] for b in range(lo, hi + 1))
+    return (mine - theirs) / theirs if theirs > 0 else math.inf
+
+
+def merge_small_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, int, int]],
+                      tolerance: float) -> List[Tuple[int, int, int]]:
+    """``ranges`` with every change of k that gains no more than ``tolerance`` merged away.
+
+    A change between neighbours (lo1..hi1, k1) and (lo2..hi2, k2) is worth it when k2 beats k1 over lo2..hi2,
+    or k1 beats k2 over lo1..hi1, by more than ``tolerance`` (of the other's value). While some change is not,
+    the neighbours whose better side gains least are joined into one range at whichever of k1, k2 is worth
+    more over both (ties: the smaller k); neighbours that end up with one k are joined too.
+    """
+    out = [tuple(r) for r in ranges]
+    while len(out) > 1:
+        worst, at = None, -1
+        for i in range(len(out) - 1):
+            (lo1, hi1, k1), (lo2, hi2, k2) = out[i], out[i + 1]
+            g = max(_gain(value, lo2, hi2, k2, k1), _gain(value, lo1, hi1, k1, k2))
+            if g <= tolerance and (worst is None or g < worst):
+                worst, at = g, i
+        if at < 0:
+            break
+        (lo1, _, k1), (_, hi2, k2) = out[at], out[at + 1]
+        total = {k: sum(value[b - 1][k] for b in range(lo1, hi2 + 1)) for k in (k1, k2)}
+        k = max((k1, k2), key=lambda x: (round(total[x], 9), -x))
+        out[at:at + 2] = [(lo1, hi2, k)]
+        j = 0
+        while j < len(out) - 1:  # a join may leave two neighbours at one k
+            if out[j][2] == out[j + 1][2]:
+                out[j:j + 2] = [(out[j][0], out[j + 1][1], out[j][2])]
+            else:
+                j += 1
+    return [(int(lo), int(hi), int(k)) for lo, hi, k in out]
 
 
 def change_price(value: Sequence[Sequence[float]], start: int, k_from: int, k_to: int, width: int) -> float:
@@ -228,8 +285,10 @@ def range_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, in
         mean = float(np.mean([value[b - 1][k] for b in range(lo, hi + 1)]))
         row = {"lo": lo, "hi": hi, "k": k, "width": hi - lo + 1, "mean_relative_value": round(mean, 6)}
         if i:
-            kp = ranges[i - 1][2]
+            plo, phi, kp = ranges[i - 1]
             row["gain_over_previous_k"] = round(sum(value[b - 1][k] - value[b - 1][kp] for b in range(lo, hi + 1)), 6)
             row["change_price"] = round(change_price(value, lo, kp, k, width), 6)
+            # what justifies the change against --tolerance (merge_small_gains): the better side's fraction
+            row["change_gain"] = round(max(_gain(value, lo, hi, k, kp), _gain(value, plo, phi, kp, k)), 6)
         out.append(row)
     return out

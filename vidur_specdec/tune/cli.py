@@ -60,7 +60,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="comma-separated loads on --load-axis simulated for every k and the schedule besides the "
                          "search, e.g. 1,8,32,64")
     ap.add_argument("--warmup-requests", type=int, default=None,
-                    help="leave the first N requests of each point out of its metrics (workload.warmup_requests)")
+                    help="leave the first N requests of each point out of its metrics (workload.warmup_requests); "
+                         "default on --load-axis concurrency: each point's start burst (C requests at concurrency "
+                         "C), 0 keeps them")
     ap.add_argument("--compare-drafters", nargs="?", const="", default=None, metavar="DATASET",
                     help="also compare every drafter the acceptance library knows for the target, each at its "
                          "published acceptance on DATASET (default: workload.dataset, else mt-bench), at the --loads "
@@ -101,6 +103,11 @@ def check_args(args: argparse.Namespace):
     loads = check_before_running(base, k_max, axis, getattr(args, "loads", None))
     slo = {"ttft_ms": float(args.slo_ttft_ms), "tpot_ms": float(args.slo_tpot_ms), "percentile": args.slo_percentile}
     options = {"k_max": k_max, "objective": args.objective, "tolerance": args.tolerance, "load_axis": axis.name}
+    if axis.name == "concurrency" and getattr(args, "warmup_requests", None) is None \
+            and base.workload.warmup_requests == 0:
+        from vidur_specdec.tune.points import BURST
+
+        options["warmup"] = BURST  # each point leaves out its start burst (tune.loads.warmup)
     if loads:
         options["loads"] = loads
     if getattr(args, "compare_drafters", None) is not None:
@@ -169,7 +176,7 @@ def execute(args: argparse.Namespace, log=print):
         tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo, loads,
                       getattr(args, "compare_drafters", None))
         try:
-            res = tuner.tune(lambda: choose_schedule(base, k_max))
+            res = tuner.tune(lambda limit: choose_schedule(base, k_max, args.tolerance, limit))
             paths = write_all(out_dir, ev, res, options, tuner.meets, notes)
         except Exception as e:  # noqa: BLE001 - reported as one line below
             # a failed tune leaves nothing that blocks the same command's rerun (its journal, a new folder)
@@ -219,6 +226,14 @@ def _report(res, axis, ev) -> None:
           f"{f(cap['speculative']) if cap.get('speculative') is not None else '-'} with the schedule")
     print("best static k: " + ", ".join(f"{f(x)}: {k}" for x, k in res.best_k.items()))
     print("schedule: " + ", ".join(f"{lo}-{hi}: {k}" for lo, hi, k in res.schedule))
+    end = max(hi for _, hi, _ in res.schedule) if res.schedule else None
+    from vidur_specdec.tune.pools import max_batch
+
+    cap_b = max_batch(ev.base)
+    if end is not None and end < cap_b:  # the schedule ends where the simulated batches end (tune.choose)
+        print(f"schedule ends at batch size {end}, the largest a simulated load reached without overload; batch "
+              f"sizes {end + 1}-{cap_b} take its last k ({res.schedule[-1][2]}, vLLM's rule past the last range), "
+              "which no simulation backs: add --loads to reach them")
     if res.drafters is not None:
         from vidur_specdec.tune.drafters import lines
 

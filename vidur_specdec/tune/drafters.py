@@ -115,7 +115,9 @@ def compare(tuner, loads: List[float], dataset: Optional[str]) -> Dict:
             prepare(build_config(ev.base, setting_overrides(ev.base, setting(c, k_max))))
             pts = [ev.point("drafters", x, setting(c, k)) for x in loads for k in range(1, k_max + 1)]
         except ConfigError as e:
-            skipped.append({"drafter": c["drafter"], "method": c["method"], "reason": f"not priced: {e}"})
+            why = str(e).split("; known:")[0]  # an unknown head's message lists every known one: not needed here
+            skipped.append({"drafter": c["drafter"], "method": c["method"],
+                            "reason": f"not priced (the simulator cannot price this drafter): {why}"})
             continue
         live.append(c)
         pairs += pts

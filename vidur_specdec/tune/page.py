@@ -337,8 +337,9 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
     dep += acceptance_html(summ.get("acceptance") or {})
     warn = "".join(f"<p class=\"warn\">{e(w)}</p>" for w in summ.get("warnings") or [])
     ext = summ.get("schedule_extrapolated_batch_sizes")
-    ext_txt = (f"<p class=\"note\" id=\"extrapolated\">Batch sizes {ext[0]}&ndash;{ext[1]}: chosen from the step-cost "
-               "model only; no simulated load reached them.</p>") if ext else ""
+    ext_txt = (f"<p class=\"note\" id=\"extrapolated\">The schedule ends at batch size {ext[0] - 1}, the largest a "
+               f"simulated load reached without overload; batch sizes {ext[0]}&ndash;{ext[1]} take its last range's k "
+               "(vLLM's rule past the last range), which no simulation backs.</p>") if ext else ""
     spec_txt = json.dumps(summ.get("speculative_config"), separators=(", ", ": ")) if summ else ""
     from vidur_specdec.tune.capacity import sentence
 

@@ -33,10 +33,11 @@ from vidur_specdec.tune.loads import workload_overrides
 from vidur_specdec.tune.pools import k0_overrides
 
 TUNE_FORMAT = 1
+BURST = "start burst"  # options["warmup"]: each closed-loop point leaves out its first C requests (tune.loads)
 # Metrics a tune records beyond a sweep row's: requests per second meeting both SLOs, k changes, the
-# overload flag, the requests measured, and the median batch size of a step (requests scheduled in it,
-# prefills included: what vLLM looks a schedule's k up by, ``len(num_scheduled_tokens)``).
-EXTRA_METRICS = ["goodput_req_s", "k_flips", "overloaded", "measured_requests", "batch_size_p50"]
+# overload flag, the requests measured, and the median and largest batch size of a step (requests scheduled
+# in it, prefills included: what vLLM looks a schedule's k up by, ``len(num_scheduled_tokens)``).
+EXTRA_METRICS = ["goodput_req_s", "k_flips", "overloaded", "measured_requests", "batch_size_p50", "batch_size_max"]
 TUNE_METRICS = METRIC_COLUMNS + EXTRA_METRICS
 PERCENTILES = (50, 90, 99)
 
@@ -177,6 +178,7 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     if "pool" in steps:  # prefill and decode pools: the schedule's batch is a decode instance's
         steps = steps[steps["pool"] == "decode"]
     m["batch_size_p50"] = float(steps["num_reqs"].median()) if len(steps) else None
+    m["batch_size_max"] = int(steps["num_reqs"].max()) if len(steps) else None
     return {"metrics": m, "wall_s": wall, "code": code_digest(),
             "profiles": profile_digests(result.config, fresh=True)}
 
@@ -237,6 +239,7 @@ class Evaluator:
         self.points: List[Point] = []
         self._by_id: Dict[str, Point] = {}
         self._fn = functools.partial(run_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"])
+        self.burst = options.get("warmup") == BURST  # closed loop: leave out each point's start burst
         self.simulated = 0
 
     def open(self) -> None:
@@ -249,7 +252,7 @@ class Evaluator:
 
     def point(self, phase: str, load: float, setting: Setting) -> Point:
         """The point for (load, setting), created (not run) on first use; the first phase names it."""
-        ov = workload_overrides(self.base, self.axis, load)
+        ov = workload_overrides(self.base, self.axis, load, self.burst)
         ov.update(setting_overrides(self.base, setting))
         try:
             cfg = build_config(self.base, ov)
