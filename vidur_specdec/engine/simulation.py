@@ -71,6 +71,7 @@ from vidur_specdec.engine.topology import prepare_topology
 from vidur_specdec.engine.disagg import run_topology
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
 from vidur_specdec.speculation.acceptance_source import describe as describe_acceptance, row_category
+from vidur_specdec.costs.kernels import versions as kernel_versions
 
 logging.getLogger("vidur").setLevel(logging.WARNING)
 
@@ -436,6 +437,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "warnings": list(p.warnings),
     }
 
+    extra["versions"] = kernel_versions(extra.get("kernel_sources"))  # the tables' vLLM against the semantics'
     extra.update(describe_proposer(p.cfg))
     extra.update(describe_acceptance(p.cfg))  # published rows, the across-k model or the default; {} if given
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics

@@ -148,7 +148,12 @@ def execute(args: argparse.Namespace, log=print):
         from vidur_specdec.tune.outputs import write_all
 
         for k in (0, k_max):  # profiles found, memory fits, predictors fitted (workers inherit them)
-            prepare(build_config(base, setting_overrides(base, Setting(k))))
+            top = build_config(base, setting_overrides(base, Setting(k)))
+            prepare(top)
+        from vidur_specdec import provenance
+
+        # where the numbers come from: the k_max point's kernels and acceptance (summary.json, the first line)
+        options_prov = provenance.for_config(top)
         ev = Evaluator(base, axis, out_dir, slo, options, jobs, args.executor, args.address,
                        bool(getattr(args, "overwrite", False)))
         created = not out_dir.exists()
@@ -165,6 +170,7 @@ def execute(args: argparse.Namespace, log=print):
         say(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
             f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
             f"{slo['tpot_ms']:g} ms, on {jobs} {args.executor} worker{'s' if jobs > 1 else ''} -> {out_dir}")
+        say("tune: " + provenance.line(options_prov, top.speculative))
         # lazy: optional dependency (ImportError handled)
         from vidur_specdec.tune.vllm_config import tune_warnings
 
@@ -177,7 +183,7 @@ def execute(args: argparse.Namespace, log=print):
                       getattr(args, "compare_drafters", None))
         try:
             res = tuner.tune(lambda limit: choose_schedule(base, k_max, args.tolerance, limit))
-            paths = write_all(out_dir, ev, res, options, tuner.meets, notes)
+            paths = write_all(out_dir, ev, res, options, tuner.meets, notes, options_prov)
         except Exception as e:  # noqa: BLE001 - reported as one line below
             # a failed tune leaves nothing that blocks the same command's rerun (its journal, a new folder)
             if not had_journal:

@@ -26,6 +26,7 @@ from vidur_specdec.speculation.acceptance_source import describe as describe_acc
 from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
 from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, point_overloaded
 from vidur_specdec.tune.page import build_page
+from vidur_specdec.provenance import line as provenance_line
 from vidur_specdec.tune.pools import disaggregated, max_batch, summary_entry
 
 INT_COLUMNS = {"num_steps", "restarts", "k_flips", "overloaded", "measured_requests", "batch_size_max"}
@@ -109,7 +110,8 @@ def schedule_evidence(res: TuneResult, cap: int) -> Dict:
     return out
 
 
-def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[str]] = None) -> Dict:
+def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[str]] = None,
+            prov: Optional[Dict] = None) -> Dict:
     ax = ev.axis
     ref = res.ttft_reference.get("ttft_ms_p50")
     sched = res.schedule_setting
@@ -125,8 +127,14 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
     from vidur_specdec.tune.capacity import explain
 
     acc = describe_acceptance(ev.base)  # published rows, the across-k model or the default; {} if given
+    prov = prov or {}
     return {
         **({"acceptance": acc} if acc else {}),
+        # where the numbers come from (vidur_specdec.provenance): the kernels of the k_max point, the versions
+        "kernel_sources": prov.get("kernel_sources"),
+        "profile_source": prov.get("profile_source"),
+        "versions": prov.get("versions"),
+        "provenance": provenance_line(prov, ev.base.speculative) if prov else None,
         "capacity_explained": explain(ev, res, sched),
         "deployment": deployment(ev.base),
         **({"disaggregation": summary_entry(ev.base, spec_cfg)} if disaggregated(ev.base) else {}),
@@ -170,11 +178,11 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
 
 
 def write_all(out_dir: Path, ev: Evaluator, res: TuneResult, options: Dict, meets,
-              notes: Optional[List[str]] = None) -> List[Path]:
+              notes: Optional[List[str]] = None, prov: Optional[Dict] = None) -> List[Path]:
     """Write the CSV, the summary, vLLM's speculative_config and the page; returns their paths."""
     out_dir = Path(out_dir)
     text = csv_text(ev, meets, res.ttft_reference.get("ttft_ms_p50"))
-    summ = summary(ev, res, options, notes)
+    summ = summary(ev, res, options, notes, prov)
     paths = []
     for name, body in (("tune.csv", text),
                        ("summary.json", json.dumps(summ, indent=1, sort_keys=True) + "\n"),

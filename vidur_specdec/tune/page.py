@@ -331,7 +331,10 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
                f"<code>{e(acc)}</code> = {e(json.dumps(d.get('acceptance_value')))}"
                + (f", weights <code>{e(str((summ.get('proposer') or {}).get('proposer_weights')))}</code>"
                   if (summ.get("proposer") or {}).get("proposer_weights") else "")
-               + f"; vLLM {e(str(summ.get('vllm_version', '')))} semantics, "
+               + f"; vLLM {e(str(summ.get('vllm_version', '')))} semantics"
+               + (f" (kernel times measured on {e(str((summ.get('versions') or {}).get('kernel_tables')))})"
+                  if (summ.get("versions") or {}).get("kernel_tables") else "")
+               + ", "
                f"max_num_batched_tokens {(summ.get('engine_args') or {}).get('max_num_batched_tokens')}, "
                f"max_num_seqs {(summ.get('engine_args') or {}).get('max_num_seqs')}.</p>")
     dep += acceptance_html(summ.get("acceptance") or {})
