@@ -100,6 +100,15 @@ def check_args(args: argparse.Namespace):
     if not (math.isfinite(args.tolerance) and 0 < args.tolerance < 1):
         raise ConfigError(f"--tolerance: must be in (0, 1), got {args.tolerance}")
     axis = get_axis(args.load_axis)
+    if axis.name == "concurrency":  # a --set that does nothing on this axis is refused, as a run refuses one
+        from vidur_specdec.config import unused
+        from vidur_specdec.config.overlay import assignments, overlay
+
+        given = unused.leaves(overlay({}, assignments(list(getattr(args, "overrides", []) or []))))
+        if any(unused.overlaps(k, "workload.num_requests") for k in given):
+            raise ConfigError("workload.num_requests: does nothing with --load-axis concurrency, which sets each "
+                              "point's count (22, 88, 128, 220, 440, 880 at concurrency 1, 8, 32, 64, 128, 256; "
+                              "four per request in flight otherwise); set workload.requests_per_concurrency instead")
     loads = check_before_running(base, k_max, axis, getattr(args, "loads", None))
     slo = {"ttft_ms": float(args.slo_ttft_ms), "tpot_ms": float(args.slo_tpot_ms), "percentile": args.slo_percentile}
     options = {"k_max": k_max, "objective": args.objective, "tolerance": args.tolerance, "load_axis": axis.name}
