@@ -54,7 +54,9 @@ def acceptance_line(acc: Dict, spec=None) -> str:
         cited = f"row {r.get('line')} [{r.get('source')}]"
         b = acc.get("acceptance_borrowed")
         if b:
-            return f"borrowed library {cited}: {b['drafter']} on {b['target']} ({b['why']})"
+            whose = (f"{b['target']}'s own {b['method']}" if b["drafter"] == b["target"]
+                     else f"{b['drafter']} on {b['target']}")
+            return f"borrowed library {cited}: {whose} ({b['why']})"
         return f"cited library {cited}"
     if acc.get("acceptance_model", {}).get("acceptance_at_k") is not None:
         return "your input (mean_acceptance_length at acceptance_at_k, the family's per-position model)"
