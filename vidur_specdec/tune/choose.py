@@ -20,10 +20,10 @@ edges). The schedule is then the piecewise-constant k(b) that maximises
 with every range at least :data:`MIN_RANGE_WIDTH` batch sizes wide
 (:func:`ranges_with_priced_changes`, an exact dynamic programme). A change of k between
 neighbouring ranges is then kept only where it gains more than the tune's ``--tolerance``
-(:func:`merge_small_gains`): over the sizes of one of the two ranges, its k is better than the
-other's by more than that fraction of the other's value; the pair with the smallest gain is
-merged (at the better of the two k over both) until every change clears it, so a k = 3 / k = 1 /
-k = 3 flip that gains less than the tolerance is not emitted.
+(:func:`merge_small_gains`): over a range's own sizes its k beats each neighbour's k by more than
+that fraction of the neighbour's value, or the range takes the better neighbour's k (the range
+that gains least first), so a k = 3 / k = 1 / k = 3 flip whose middle range gains less than the
+tolerance is not emitted.
 
 The schedule covers batch sizes 1 .. ``limit``, the largest batch size a simulated point reached
 without being overloaded (:meth:`vidur_specdec.tune.search.Tuner.evidence_top`): it ends where the
@@ -170,29 +170,29 @@ def _gain(value: Sequence[Sequence[float]], lo: int, hi: int, k: int, other: int
 
 def merge_small_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, int, int]],
                       tolerance: float) -> List[Tuple[int, int, int]]:
-    """``ranges`` with every change of k that gains no more than ``tolerance`` merged away.
+    """``ranges`` with every range whose k gains no more than ``tolerance`` over a neighbour's merged away.
 
-    A change between neighbours (lo1..hi1, k1) and (lo2..hi2, k2) is worth it when k2 beats k1 over lo2..hi2,
-    or k1 beats k2 over lo1..hi1, by more than ``tolerance`` (of the other's value). While some change is not,
-    the neighbours whose better side gains least are joined into one range at whichever of k1, k2 is worth
-    more over both (ties: the smaller k); neighbours that end up with one k are joined too.
+    A range earns its own k when, over its own sizes, that k beats each neighbouring range's k by more than
+    ``tolerance`` (of the neighbour's value). While some range does not, the one that gains least takes the
+    neighbour's k worth more over its sizes (ties: the smaller k), and neighbours left at one k are joined;
+    so a k = 3 / k = 1 / k = 3 flip whose middle range gains less than the tolerance becomes one k = 3 range.
     """
     out = [tuple(r) for r in ranges]
     while len(out) > 1:
         worst, at = None, -1
-        for i in range(len(out) - 1):
-            (lo1, hi1, k1), (lo2, hi2, k2) = out[i], out[i + 1]
-            g = max(_gain(value, lo2, hi2, k2, k1), _gain(value, lo1, hi1, k1, k2))
+        for i, (lo, hi, k) in enumerate(out):
+            nbrs = [out[j][2] for j in (i - 1, i + 1) if 0 <= j < len(out)]
+            g = min(_gain(value, lo, hi, k, kn) for kn in nbrs)
             if g <= tolerance and (worst is None or g < worst):
                 worst, at = g, i
         if at < 0:
             break
-        (lo1, _, k1), (_, hi2, k2) = out[at], out[at + 1]
-        total = {k: sum(value[b - 1][k] for b in range(lo1, hi2 + 1)) for k in (k1, k2)}
-        k = max((k1, k2), key=lambda x: (round(total[x], 9), -x))
-        out[at:at + 2] = [(lo1, hi2, k)]
+        lo, hi, _ = out[at]
+        nbrs = sorted({out[j][2] for j in (at - 1, at + 1) if 0 <= j < len(out)})
+        total = {k: sum(value[b - 1][k] for b in range(lo, hi + 1)) for k in nbrs}
+        out[at] = (lo, hi, max(nbrs, key=lambda x: (round(total[x], 9), -x)))
         j = 0
-        while j < len(out) - 1:  # a join may leave two neighbours at one k
+        while j < len(out) - 1:  # neighbours left at one k become one range
             if out[j][2] == out[j + 1][2]:
                 out[j:j + 2] = [(out[j][0], out[j + 1][1], out[j][2])]
             else:
@@ -285,10 +285,10 @@ def range_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, in
         mean = float(np.mean([value[b - 1][k] for b in range(lo, hi + 1)]))
         row = {"lo": lo, "hi": hi, "k": k, "width": hi - lo + 1, "mean_relative_value": round(mean, 6)}
         if i:
-            plo, phi, kp = ranges[i - 1]
+            kp = ranges[i - 1][2]
             row["gain_over_previous_k"] = round(sum(value[b - 1][k] - value[b - 1][kp] for b in range(lo, hi + 1)), 6)
             row["change_price"] = round(change_price(value, lo, kp, k, width), 6)
-            # what justifies the change against --tolerance (merge_small_gains): the better side's fraction
-            row["change_gain"] = round(max(_gain(value, lo, hi, k, kp), _gain(value, plo, phi, kp, k)), 6)
+            # what --tolerance is checked against (merge_small_gains): this k over the previous one, on these sizes
+            row["change_gain"] = round(_gain(value, lo, hi, k, kp), 6)
         out.append(row)
     return out
