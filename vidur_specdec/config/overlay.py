@@ -1,4 +1,4 @@
-"""One rule for values given over a config: ``--set`` over a file, a sweep row over its base, a tune point over its config.
+"""One rule for values given over a config: ``--set`` over a file, a sweep row over its base, a tune point.
 
 Every command resolves a config the same way: the mapping it starts from (a file, a sweep's
 ``base``, the config a tune was given) plus the assignments on top of it, through
