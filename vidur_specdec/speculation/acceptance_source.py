@@ -349,9 +349,13 @@ def acceptance_for(target: str, drafter: str, k: int, dataset: Optional[str] = N
 
 
 def drafters_for(target: str) -> List[Dict]:
-    """The drafters the library knows for ``target``: ``{"drafter", "method", "datasets", "ks"}`` in file order."""
+    """The drafters the library knows for ``target`` (or the same model's other checkpoint,
+    :func:`~vidur_specdec.speculation.library.same_model`): ``{"drafter", "method", "datasets", "ks"}`` in file
+    order; chain rows only (the comparison runs chains)."""
     out: Dict[str, Dict] = {}
-    for r in library.find(target=target):
+    for r in library.rows():
+        if r.structure != "chain" or not library.same_model(r.target, target):
+            continue
         d = out.setdefault(r.drafter, {"drafter": r.drafter, "method": r.method, "datasets": [], "ks": []})
         if r.dataset not in d["datasets"]:
             d["datasets"].append(r.dataset)
