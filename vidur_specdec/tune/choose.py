@@ -20,10 +20,10 @@ edges). The schedule is then the piecewise-constant k(b) that maximises
 with every range at least :data:`MIN_RANGE_WIDTH` batch sizes wide
 (:func:`ranges_with_priced_changes`, an exact dynamic programme). A change of k between
 neighbouring ranges is then kept only where it gains more than the tune's ``--tolerance``
-(:func:`merge_small_gains`): over a range's own sizes its k beats each neighbour's k by more than
-that fraction of the neighbour's value, or the range takes the better neighbour's k (the range
-that gains least first), so a k = 3 / k = 1 / k = 3 flip whose middle range gains less than the
-tolerance is not emitted.
+(:func:`merge_small_gains`): on some band of :data:`MIN_RANGE_WIDTH` of a range's sizes its k
+beats each neighbour's k by more than that fraction of the neighbour's value, or the range takes
+the better neighbour's k (the range that gains least first), so a k = 3 / k = 1 / k = 3 flip
+whose middle range gains less than the tolerance is not emitted.
 
 The schedule covers batch sizes 1 .. ``limit``, the largest batch size a simulated point reached
 without being overloaded (:meth:`vidur_specdec.tune.search.Tuner.evidence_top`): it ends where the
@@ -168,12 +168,21 @@ def _gain(value: Sequence[Sequence[float]], lo: int, hi: int, k: int, other: int
     return (mine - theirs) / theirs if theirs > 0 else math.inf
 
 
+def _best_band_gain(value: Sequence[Sequence[float]], lo: int, hi: int, k: int, other: int,
+                    width: int = MIN_RANGE_WIDTH) -> float:
+    """The most k gains over ``other`` on any band of ``width`` sizes inside lo..hi (the whole range when it is
+    narrower): where a range earns its k, however its gain falls off towards its other end."""
+    w = min(width, hi - lo + 1)
+    return max(_gain(value, s, s + w - 1, k, other) for s in range(lo, hi - w + 2))
+
+
 def merge_small_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, int, int]],
                       tolerance: float) -> List[Tuple[int, int, int]]:
     """``ranges`` with every range whose k gains no more than ``tolerance`` over a neighbour's merged away.
 
-    A range earns its own k when, over its own sizes, that k beats each neighbouring range's k by more than
-    ``tolerance`` (of the neighbour's value). While some range does not, the one that gains least takes the
+    A range earns its own k when, on some band of :data:`MIN_RANGE_WIDTH` of its sizes (a load sitting there
+    stays there), that k beats each neighbouring range's k by more than ``tolerance`` (of the neighbour's
+    value). While some range does not, the one that gains least takes the
     neighbour's k worth more over its sizes (ties: the smaller k), and neighbours left at one k are joined;
     so a k = 3 / k = 1 / k = 3 flip whose middle range gains less than the tolerance becomes one k = 3 range.
     """
@@ -182,7 +191,7 @@ def merge_small_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[i
         worst, at = None, -1
         for i, (lo, hi, k) in enumerate(out):
             nbrs = [out[j][2] for j in (i - 1, i + 1) if 0 <= j < len(out)]
-            g = min(_gain(value, lo, hi, k, kn) for kn in nbrs)
+            g = min(_best_band_gain(value, lo, hi, k, kn) for kn in nbrs)
             if g <= tolerance and (worst is None or g < worst):
                 worst, at = g, i
         if at < 0:
@@ -289,6 +298,6 @@ def range_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, in
             row["gain_over_previous_k"] = round(sum(value[b - 1][k] - value[b - 1][kp] for b in range(lo, hi + 1)), 6)
             row["change_price"] = round(change_price(value, lo, kp, k, width), 6)
             # what --tolerance is checked against (merge_small_gains): this k over the previous one, on these sizes
-            row["change_gain"] = round(_gain(value, lo, hi, k, kp), 6)
+            row["change_gain"] = round(_best_band_gain(value, lo, hi, k, kp), 6)
         out.append(row)
     return out
