@@ -47,7 +47,7 @@ LOCK_NAME = ".vidur_specdec.lock"  # the sweep/tune folder lock (vidur_specdec.s
 # command -> the file names (fnmatch patterns) it writes into its output folder
 OUTPUTS: Dict[str, Tuple[str, ...]] = {
     "run": ("requests.csv", "steps.csv", "summary.json", "config.yaml"),
-    "sweep": ("*.csv", ".*.journal.jsonl"),
+    "sweep": ("*.csv", ".*.journal.jsonl", "*.provenance.json"),
     "tune": ("tune.csv", "summary.json", "speculative_config.json", "engine_args.json", "tune.html",
              ".tune.journal.jsonl"),
     "validate run": ("trace.csv", "measured.csv", "chunks.jsonl", "replay.json", "metrics_before.prom",
@@ -65,7 +65,9 @@ for _step in ("validate replay", "validate calibrate", "validate compare"):
 
 # a wildcard pattern -> the bytes every file it names starts with, and a text its first line holds
 # (a sweep's table: ``row,row_id,...,sweep_hash``, vidur_specdec/sweep/table.py)
-HEADERS: Dict[str, Tuple[bytes, bytes]] = {"*.csv": (b"row,row_id,", b"sweep_hash")}
+HEADERS: Dict[str, Tuple[bytes, bytes]] = {"*.csv": (b"row,row_id,", b"sweep_hash"),
+                                           # a sweep's provenance (vidur_specdec/sweep/runner.py)
+                                           "*.provenance.json": (b'{"provenance":"sweep"', b"sweep_hash")}
 HEADER_BYTES = 1 << 16  # a header line is read from at most the first 64 KiB of a file
 
 

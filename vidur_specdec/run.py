@@ -203,7 +203,7 @@ def _fill(result) -> Callable[[Path], None]:
         with naming(tmp / "summary.json"):
             (tmp / "summary.json").write_text(json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
         with naming(tmp / "config.yaml"):
-            (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_dict(), sort_keys=False))
+            (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_input(), sort_keys=False))
     return fill
 
 
@@ -242,6 +242,12 @@ def run_one(args: argparse.Namespace) -> int:
     prepared = prepare(cfg)
     for w in prepared.warnings:  # values that run but are probably wrong (also in summary.json)
         print(f"warning: {w}", file=sys.stderr)
+    # lazy: start-up of `python -m vidur_specdec.main --help`
+    from vidur_specdec.speculation.proposers.pairing import describe_proposer
+
+    pairing = describe_proposer(cfg)["proposer_pairing_warning"]  # a head trained for another target
+    if pairing:
+        print(pairing, file=sys.stderr)
     n = len(prepared.specs)
     if n > ANNOUNCE_REQUESTS:  # a long run says so, with its memory estimate, before it starts
         print(f"run: {n:,} requests: about {n * BYTES_PER_REQUEST / 1e9:.1f} GB of memory "
@@ -266,6 +272,9 @@ def run_one(args: argparse.Namespace) -> int:
           f"E2E p50 {s['e2e_ms']['p50']:.0f} ms, {s['throughput_tok_s']:.0f} tok/s "
           f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; "
           f"simulated in {wall:.1f} s)")
+    from vidur_specdec import provenance
+
+    print(provenance.line(s, result.config.speculative))  # where the numbers come from
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.engine.metrics)
     from vidur_specdec.engine.metrics import flip_warning

@@ -42,6 +42,7 @@ from vidur_specdec.speculation.acceptance_source import describe as describe_acc
 from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
 from vidur_specdec.speculation.tree import parse_tree
+from vidur_specdec.costs.kernels import versions as kernel_versions
 
 
 @dataclass
@@ -200,6 +201,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "warnings": list(p.warnings),
     }
 
+    extra["versions"] = kernel_versions(extra.get("kernel_sources"))  # the tables' vLLM against the semantics'
     extra.update(describe_proposer(p.cfg))
     extra.update(describe_acceptance(p.cfg))  # published rows, the across-k model or the default; {} if given
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional
 
+from vidur_specdec.config import unused
 from vidur_specdec.config.files import naming
 from vidur_specdec.sweep.definition import Sweep, fmt_value, _get_dotted
 from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS, POOL_METRIC_COLUMNS
@@ -50,6 +51,8 @@ def csv_text(sweep: Sweep, results: Mapping[int, Dict], only: Optional[Iterable[
                 elif key == "speculative.acceptance_rate" and r.config.speculative.acceptance_input() != \
                         "acceptance_rate":
                     v = None
+            if v is not None and unused.refusal(key, r.config) is not None:
+                v = None  # a key this row's mode does not read (a draft model under n-gram): no value to show
             cells.append(_fmt_cell(v))
         for c in METRIC_COLUMNS + [c for c in POOL_METRIC_COLUMNS if c in sweep.columns]:
             cells.append(_fmt_cell(m.get(c), True, c in INT_METRICS))

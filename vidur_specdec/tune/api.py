@@ -10,7 +10,9 @@
     t.speculative_config  # the drop-in vLLM speculative_config
 
 Options are the command's (docs/tune.md), as keyword arguments with the same
-names and defaults. Without ``output_dir`` the tune runs in a temporary folder
+names and defaults; ``loads`` is the command's text (``"1,8,32"``) or a sequence
+of numbers, and ``overrides`` follow the rule ``--set`` follows
+(docs/config.md, "One rule for a value given over a config"). Without ``output_dir`` the tune runs in a temporary folder
 that is removed afterwards (``t.output_dir`` is then None); with one, the
 folder is written exactly as the command writes it, and a rerun resumes from
 its journal. Bad input raises :class:`~vidur_specdec.config.ConfigError`
@@ -46,7 +48,7 @@ class TuneOutcome:
 def tune(config: Union[str, Path, Mapping, RunConfig, None] = None, overrides: Optional[Sequence[str]] = None, *,
          output_dir: Union[str, Path, None] = None, k_max: Optional[int] = None, objective: str = "tpot",
          slo_ttft_ms: Optional[float] = None, slo_tpot_ms: Optional[float] = None, slo_percentile: Optional[int] = None,
-         load_axis: str = "qps", loads: Optional[Sequence[float]] = None, warmup_requests: Optional[int] = None,
+         load_axis: str = "qps", loads: Union[str, Sequence[float], None] = None, warmup_requests: Optional[int] = None,
          tolerance: Optional[float] = None, jobs: Optional[int] = None, executor: str = "local",
          address: Optional[str] = None, overwrite: bool = False,
          compare_drafters: Optional[str] = None) -> TuneOutcome:

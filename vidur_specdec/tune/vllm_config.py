@@ -43,6 +43,11 @@ def tune_warnings(base) -> List[str]:
     pair = describe_proposer(base)["proposer_pairing_warning"]
     if pair:
         out.append(pair)
+    from vidur_specdec.speculation.acceptance_source import default_warning
+
+    acc = default_warning(base)  # the default alpha, or another pair's rows (borrowed) or a scaled dataset
+    if acc:
+        out.append(f"warning: {acc}")
     dev = resolved_device(base)
     tok, seqs = serve_batch_defaults(dev)
     sc = base.scheduler
