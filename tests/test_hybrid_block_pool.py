@@ -114,12 +114,23 @@ def test_preemption_by_recompute_frees_the_victims_state_pages():
 
 
 def test_hybrid_preemption_gives_the_references_tables():
+    from conftest import each_batch
     from test_engine_core import both, tables
 
     cfg = load(Q397_CONFIG, ["workload.num_requests=24", "scheduler.num_blocks=60", "workload.concurrency=24"])
     core, ref = both(cfg)
     assert tables(core) == tables(ref)
     assert core.summary["restarts"] > 0  # the pool's 60 blocks hold fewer than 24 requests' KV and state
+    seen = []
+
+    def check(sched, batch):  # every formed step: the pool holds each admitted request's KV and its 12 pages
+        held = sum(sched._allocation_map.values()) + 12 * len(sched._allocation_map)
+        seen.append(sched._num_allocated_blocks)
+        assert sched._num_allocated_blocks == held <= sched._cache_config.num_blocks
+
+    with each_batch(check):
+        simulate(cfg)
+    assert max(seen) > 48  # the pool ran near full
 
 
 def test_a_model_of_linear_attention_only_holds_one_block_and_k_pages(tmp_path):
