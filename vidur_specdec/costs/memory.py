@@ -90,12 +90,14 @@ class MemoryPlan:
 
     @property
     def max_concurrency(self) -> float:
-        """vLLM's "Maximum concurrency for ``max_model_len`` tokens per request" (:func:`block_pool.max_concurrency`)."""
+        """vLLM's "Maximum concurrency for ``max_model_len`` tokens per request"
+        (:func:`~vidur_specdec.costs.block_pool.max_concurrency`)."""
         return block_pool.max_concurrency(self.num_blocks, self.block_size, self.state_pages, self.max_model_len)
 
     @property
     def kv_cache_size_tokens(self) -> int:
-        """vLLM's "GPU KV cache size: N tokens": the maximum concurrency times ``max_model_len`` (``get_kv_cache_capacity``)."""
+        """vLLM's "GPU KV cache size: N tokens": the maximum concurrency times ``max_model_len``
+        (``get_kv_cache_capacity``)."""
         return int(self.max_concurrency * self.max_model_len)
 
     def vllm_line(self) -> str:
@@ -176,8 +178,9 @@ def stage_plan(model: ModelSpec, device: Union[str, DeviceSpec], block_size: int
     or draft head only on the last (vLLM 0.33 ``gpu_model_runner.py``: "we put the entire draft model on
     the last PP rank"). KV bytes per token scale with the stage's layers (exact for full-attention
     layers; a sliding-window model's are taken in proportion). A hybrid model's stage holds its own
-    linear-attention and full-attention layers by position (:func:`~vidur_specdec.architectures.layer_plan.layers_part`),
-    their weights and KV exactly, and its share of the block pool's groups (:mod:`~vidur_specdec.costs.block_pool`).
+    linear-attention and full-attention layers by position
+    (:func:`~vidur_specdec.architectures.layer_plan.layers_part`), their weights and KV exactly, and its share
+    of the block pool's groups (:mod:`~vidur_specdec.costs.block_pool`).
     """
     from vidur_specdec.costs.pipeline import stage_range  # same layer; kept lazy like the MoE import above
     from vidur_specdec.architectures.layer_plan import layers_part, state_layers
