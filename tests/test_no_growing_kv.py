@@ -39,18 +39,18 @@ def test_the_memory_plan_of_a_model_without_growing_kv_never_divides_by_zero(lay
     sliding = model_from_dict(all_sliding(layers, 1024, 16, kv, window))
     linear = model_from_hf_config(all_linear(layers), "all-linear")
     for m in (sliding, linear):
-        state = running * m.state_bytes_per_request(tp, k)
         try:
-            plan = memory.plan(m, device, 16, margin, tp=tp, state_reserve=state)
+            plan = memory.plan(m, device, 16, margin, tp=tp, num_spec=k)
         except memory.NoRoomError as e:
             assert "\n" not in str(e) and "leave no room" in str(e)
             continue
         assert plan.num_blocks >= 1
         if m is sliding:  # the window-bounded KV prices the blocks
             assert plan.target_kv_bytes_per_token == LP.window_kv_bytes_per_token(m, tp, 2) > 0
-        else:  # nothing per token: the state is reserved and the blocks never bind
-            assert plan.target_kv_bytes_per_token == 0 and plan.num_blocks == memory.UNBOUNDED_BLOCKS
-            assert plan.state_reserve_bytes == state > 0
+        else:  # nothing per token: each running request's state takes a block of max_model_len tokens (vLLM's
+            # hybrid allocator with no attention group), plus its speculative slots' pages
+            assert plan.target_kv_bytes_per_token == 0 and plan.block_bytes > 0
+            assert plan.block_size == plan.max_model_len and plan.state_pages == k
 
 
 def test_sliding_blocks_are_the_window_layers_kv_and_a_mixed_model_keeps_its_growing_kv():
@@ -88,7 +88,7 @@ def test_an_all_sliding_model_runs_with_its_window_memory(tmp_path_factory, wind
 
 @settings(max_examples=3)
 @given(k=st.integers(0, 2), seqs=st.integers(1, 256))
-def test_an_all_linear_hybrid_runs_with_its_state_reserved(tmp_path_factory, k, seqs):
+def test_an_all_linear_hybrid_runs_with_its_state_in_the_block_pool(tmp_path_factory, k, seqs):
     import json
 
     d = tmp_path_factory.mktemp("m")
@@ -103,4 +103,4 @@ def test_an_all_linear_hybrid_runs_with_its_state_reserved(tmp_path_factory, k, 
     r = res.requests
     assert len(r) == 12 and (r["ttft_ms"] > 0).all()
     mem = res.summary["memory"]
-    assert mem["target_kv_bytes_per_token"] == 0 and mem["state_reserve_bytes"] > 0
+    assert mem["target_kv_bytes_per_token"] == 0 and mem["block_size"] == mem["max_model_len"] > 0

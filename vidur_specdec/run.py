@@ -210,6 +210,19 @@ def _fill(result) -> Callable[[Path], None]:
 # --------------------------------------------------------------------------- the run subcommand
 
 
+def kv_cache_lines(prepared) -> list:
+    """vLLM's KV cache line of each replica (each pool's under disaggregation): its pool's tokens and its
+    maximum concurrency at ``max_model_len`` tokens per request (``summary.json`` ``memory``)."""
+    def line(mem) -> str:
+        note = mem.pool_note()
+        return mem.vllm_line() + (f" ({note})" if note else "")
+
+    pools = getattr(prepared, "pools", None)
+    if pools:
+        return [f"{pool.role} instance: {line(pool.prepared.memory)}" for pool in pools]
+    return [line(prepared.memory)]
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``python -m vidur_specdec run``."""
     console.add_config(p)
@@ -275,6 +288,8 @@ def run_one(args: argparse.Namespace) -> int:
     from vidur_specdec import provenance
 
     print(provenance.line(s, result.config.speculative))  # where the numbers come from
+    for line in kv_cache_lines(prepared):
+        print(line)
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.engine.metrics)
     from vidur_specdec.engine.metrics import flip_warning

@@ -68,6 +68,7 @@ def model_from_hybrid_hf_config(cfg: Mapping, name: str, where: str) -> dict:
          **({"head_dim": _int(text, "head_dim", where)} if text.get("head_dim") is not None else {}),
          "attn_output_gate": _bool(text, "attn_output_gate", where, default=True),
          "linear_layers": types.count("linear_attention"),
+         "full_attention_layer_ids": ",".join(str(i) for i, t in enumerate(types) if t == "full_attention"),
          "linear_num_key_heads": _int(text, "linear_num_key_heads", where),
          "linear_num_value_heads": _int(text, "linear_num_value_heads", where),
          "linear_key_head_dim": _int(text, "linear_key_head_dim", where),

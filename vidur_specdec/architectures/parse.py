@@ -59,6 +59,11 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if d.get("mamba_ssm_dtype") not in (None, "", "bfloat16", "float16", "float32"):
         raise ModelError(f"{where}: mamba_ssm_dtype must be float32, bfloat16 or float16, got {d['mamba_ssm_dtype']!r}")
     out["mamba_ssm_dtype"] = d.get("mamba_ssm_dtype") or ""
+    ids = d.get("full_attention_layer_ids") or ""
+    if ids:
+        if not isinstance(ids, str) or not all(x.strip().isdigit() for x in ids.split(",")):
+            raise ModelError(f"{where}: full_attention_layer_ids must be comma-separated layer indices, got {ids!r}")
+        out["full_attention_layer_ids"] = ",".join(str(i) for i in sorted({int(x) for x in ids.split(",")}))
     from vidur_specdec.architectures import quant
 
     if d.get("quantization") not in (None, "") + quant.METHODS:
@@ -105,6 +110,12 @@ def _check_shape(spec: ModelSpec, where: str, explicit_head_dim: bool = False) -
     if spec.linear_layers and not all(gdn):
         raise ModelError(f"{where}: linear_layers needs linear_num_key_heads, linear_num_value_heads, "
                          "linear_key_head_dim, linear_value_head_dim and linear_conv_kernel_dim")
+    if spec.full_attention_layer_ids:
+        ids = [int(x) for x in spec.full_attention_layer_ids.split(",")]
+        if not spec.linear_layers or len(ids) != spec.num_layers - spec.linear_layers or ids[-1] >= spec.num_layers:
+            raise ModelError(f"{where}: full_attention_layer_ids must list the {spec.num_layers - spec.linear_layers} "
+                             f"full-attention layers (indices below num_layers {spec.num_layers}) beside "
+                             f"linear_layers {spec.linear_layers}")
     index = (spec.index_n_heads, spec.index_head_dim, spec.index_topk)
     if any(index) and not (all(index) and spec.kv_lora_rank):
         raise ModelError(f"{where}: sparse attention needs index_n_heads, index_head_dim and index_topk all set, "

@@ -101,7 +101,7 @@ class SchedulerConfig:
 
     chunk_size: Optional[int] = _f(None, lo=1, hi=1_000_000, doc="alias of max_num_batched_tokens")
     batch_size_cap: Optional[int] = _f(None, lo=1, hi=100_000, doc="alias of max_num_seqs")
-    block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block")
+    block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block (a hybrid model's raised as vLLM raises it)")
     num_blocks: Optional[int] = _f(None, lo=1, hi=100_000_000, doc="target KV blocks; null = from GPU memory")
     watermark_blocks_fraction: float = _f(0.01, lo=0.0, hi=0.5)
     memory_margin_fraction: Optional[float] = _f(None, lo=0.0, hi=0.9,

@@ -67,7 +67,9 @@ class SchedulerSettings:
     (tokens); ``k_schedule``: vLLM's per-batch-size schedule ``((lo, hi, k), ...)``; ``proposals``: the
     n-gram/suffix proposal model (None: every step proposes k); ``num_lookahead_tokens``: KV slots past
     ``1 + guesses`` (vLLM: k for a GPU drafter); ``drafter_sync``: a GPU drafter runs its first pass on steps
-    whose scheduled k is 0.
+    whose scheduled k is 0; ``state_blocks``: blocks a running request holds for a hybrid model's
+    linear-attention state beside its KV blocks (:attr:`~vidur_specdec.costs.memory.MemoryPlan.state_pages`;
+    0: none), taken when it is admitted and freed with it.
     """
 
     chunk_size: int
@@ -80,6 +82,7 @@ class SchedulerSettings:
     proposals: object = None
     num_lookahead_tokens: int = 0
     drafter_sync: bool = False
+    state_blocks: int = 0
 
 
 @dataclass
@@ -149,6 +152,7 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         proposals=ProposalModel.from_config(cfg),
         num_lookahead_tokens=proposers.lookahead_tokens(cfg),
         drafter_sync=bool(spec.enabled and proposer.drafter_forward),
+        state_blocks=mem.state_pages,
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
     return Prepared(cfg, specs, model, mem, pricer, scheduler, files, dep, sources, warnings)

@@ -27,7 +27,8 @@ A step's time is
 
 Under pipeline parallelism :meth:`StepPricer.price` prices one stage (its
 layers, its send; the engine's CPU work on the first stage, LM head, sampling
-and drafter on the last, as vLLM 0.33 places them). Times in ms per step (one
+and drafter on the last, as vLLM 0.33 places them); a hybrid model's stage is
+priced at its own full-attention and linear-attention layers by position. Times in ms per step (one
 GPU of the replica's), ``StepPrice.total_time`` in seconds.
 """
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from vidur_specdec.architectures import layer_plan
 from vidur_specdec.costs import pipeline
 from vidur_specdec.costs.step_overheads import StepCost
 from vidur_specdec.pricing.layers import MEMO_LIMIT, MeanLayer
@@ -76,12 +78,23 @@ class StepPricer:
         self._extra = {}  # (logit rows, requests, verifying) -> StepCost
         if self.pp > 1:
             self.stage_ranges = [pipeline.stage_range(model.num_layers, self.pp, s) for s in range(self.pp)]
+            self.stage_layer = [self._stage_layer(*r) for r in self.stage_ranges]
             self.aux = [pipeline.aux_states_sent(model.num_layers, self.pp, s) if eagle3_aux else 0
                         for s in range(self.pp)]
         if self.dp > 1:
             from vidur_specdec.pricing.data_parallel import GroupPricer  # lazy: only data-parallel runs use it
 
             self.group = GroupPricer(self)
+
+    def _stage_layer(self, start: int, end: int) -> MeanLayer:
+        """The mean layer of decoder layers ``[start, end)``: a hybrid model's stage with its own share of
+        full-attention and linear-attention layers by position (``layer_types``), else the model's mean layer."""
+        if not getattr(self.model, "linear_layers", 0):
+            return self.layer
+        linear = layer_plan.linear_layers_in(self.model, start, end)
+        share = (end - start - linear) / (end - start)
+        return MeanLayer(self.target, self.model, self.tp, self.kernels, self.verify_cost, ep=self.ep,
+                         full_share=share)
 
     # ------------------------------------------------------------------ the one entry point
     def price(self, plan: StepPlan, stage: int = 0) -> StepPrice:
@@ -151,13 +164,13 @@ class StepPricer:
         (vLLM 0.33 puts the drafter on the last rank, ``gpu_model_runner.py``)."""
         start, end = self.stage_ranges[stage]
         n = end - start
-        layer = self.layer
+        layer = self.stage_layer[stage]  # a hybrid model's stage: its own full/linear mix
         moe, moe_layers, share = None, 0, layer.dense_share
         if layer.moe_spec is not None:
             dense = max(0, min(end, layer.moe_spec.dense_layers) - start)
             share = dense / n
             moe_layers = n - dense
-            moe = layer.moe(plan)
+            moe = self.layer.moe(plan)  # one MoE price per step, whatever the stage
         last = stage == self.pp - 1
         send = 0.0
         if not last:

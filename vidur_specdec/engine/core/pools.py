@@ -122,8 +122,8 @@ class PoolRouter:
         q = self.waiting[did]
         while q:
             r = q[0]
-            need = ceil(r.prompt_tokens / s.block_size)
-            if s.num_blocks - s.allocated - need < s.watermark_blocks:
+            need = ceil(r.prompt_tokens / s.block_size)  # its prompt's KV blocks (and a hybrid model's state pages)
+            if s.num_blocks - s.allocated - need - s.state_blocks < s.watermark_blocks:
                 break
             q.popleft()
             s.allocate(r.id, need)

@@ -215,8 +215,8 @@ class PoolRouter(BaseGlobalScheduler):
         watermark = int(cache.watermark_blocks_fraction * cache.num_blocks)
         while q:
             r = q[0]
-            need = ceil(r.prompt_tokens / cache.block_size)
-            if cache.num_blocks - s.num_allocated_blocks - need < watermark:
+            need = ceil(r.prompt_tokens / cache.block_size)  # its prompt's KV blocks (and a hybrid model's state pages)
+            if cache.num_blocks - s.num_allocated_blocks - need - s.state_blocks < watermark:
                 break
             q.popleft()
             s.allocate(r.id, need)
