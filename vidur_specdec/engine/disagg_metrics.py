@@ -69,4 +69,5 @@ def pool_figures(top, req: pd.DataFrame, steps: pd.DataFrame) -> Dict:
         "num_replicas": sum(p.instances for p in top.pools),
         "num_gpus": sum(p.gpus for p in top.pools),
         "global_scheduler": "disaggregated:" + dz.router,
+        "plan_digest": top.digest,
     }

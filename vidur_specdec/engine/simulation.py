@@ -31,6 +31,7 @@ from vidur_specdec.costs.profiles.on_demand import describe
 from vidur_specdec.engine import deployment
 from vidur_specdec.engine.core.run import run_core
 from vidur_specdec.engine.deployment import Deployment
+from vidur_specdec.engine.digest import plan_digest
 from vidur_specdec.engine.metrics import data_parallel_summary, summarize
 from vidur_specdec.engine.resolve import load, pricer as resolved_pricer, resolve
 from vidur_specdec.engine.topology import prepare_topology
@@ -85,12 +86,21 @@ class SchedulerSettings:
     state_blocks: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prepared:
-    """Everything a run needs, built and validated before the event loop starts."""
+    """A run resolved once: everything its engine needs, built and checked before the event loop starts.
+
+    Frozen (its fields are never reassigned; ``specs`` and ``warnings`` are tuples) and content-hashed
+    (:attr:`digest`). The engines (:func:`run_prepared`), ``tune`` (:func:`vidur_specdec.tune.choose.step_pricer`)
+    and ``validate`` (:func:`vidur_specdec.validate.cost.pricer_for`) take a run through it. ``cfg`` is the
+    resolved config (vLLM's defaults and the acceptance filled in; the caller's input is never changed),
+    ``specs`` the drawn workload, ``memory`` the memory plan, ``pricer`` the one step pricer, ``scheduler``
+    what each scheduler runs with, ``profile_files``/``profile_source`` the operator profiles read,
+    ``deployment`` the resolved models, device, parallel sizes and kernel source.
+    """
 
     cfg: RunConfig
-    specs: List[RequestSpec]
+    specs: Tuple[RequestSpec, ...]
     model: ModelSpec
     memory: memory.MemoryPlan
     pricer: object  # the run's one StepPricer (vidur_specdec.pricing.pricer)
@@ -98,7 +108,14 @@ class Prepared:
     profile_files: Dict[str, str]
     deployment: Optional[Deployment] = None
     profile_source: Dict[str, Optional[str]] = field(default_factory=dict)  # target/draft: shipped|built|measured
-    warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
+    warnings: Tuple[str, ...] = ()  # config.config_warnings: one line each
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex, 16) of what decides the run's results: the resolved config, the workload, the model and
+        device, the memory plan, the scheduler settings, the profiles and kernel tables read (their names and
+        digests) and the package version. Two plans with the same digest give the same tables."""
+        return plan_digest(self)
 
 
 def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
@@ -155,7 +172,7 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         state_blocks=mem.state_pages,
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
-    return Prepared(cfg, specs, model, mem, pricer, scheduler, files, dep, sources, warnings)
+    return Prepared(cfg, tuple(specs), model, mem, pricer, scheduler, files, dep, sources, tuple(warnings))
 
 
 def run_prepared(p: Prepared) -> SimulationResult:
@@ -202,6 +219,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         **(data_parallel_summary(steps, p.deployment.dp, p.deployment.redundant_experts)
            if p.deployment and p.deployment.dp > 1 else {}),
         "seed": p.cfg.seed,
+        "plan_digest": p.digest,  # the resolved run's content hash (a topology's: set by its pool figures)
         "warnings": list(p.warnings),
     }
 

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.config import unused
 from vidur_specdec.config.schema import ACCEPTANCE_KEYS
 from vidur_specdec.engine import kv_transfer
+from vidur_specdec.engine.digest import plan_digest
 from vidur_specdec.engine.resolve import from_dict
 
 ROLES = ("prefill", "decode")
@@ -41,7 +42,7 @@ HASHED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
 DRAFT_KV_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Pool:
     """One pool of identical instances and everything it owns (a :class:`~vidur_specdec.engine.simulation.Prepared`)."""
 
@@ -68,15 +69,20 @@ class Pool:
                 "max_num_batched_tokens": s.chunk_size, "max_num_seqs": s.batch_size_cap}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Topology:
     """Pools in routing order (prefill first) and the KV link between them; ``specs`` the run's requests."""
 
     cfg: RunConfig
-    pools: List[Pool]
-    specs: List = field(default_factory=list)
+    pools: Tuple[Pool, ...]
+    specs: Tuple = ()
     link: object = None  # kv_transfer.KVLink between prefill and decode pools
-    warnings: List[str] = field(default_factory=list)
+    warnings: Tuple[str, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        """Content hash of the whole topology (:func:`vidur_specdec.engine.digest.plan_digest`)."""
+        return plan_digest(self)
 
     def pool(self, role: str) -> Pool:
         return next(p for p in self.pools if p.role == role)
@@ -215,7 +221,6 @@ def prepare_topology(cfg: RunConfig, prepare) -> Topology:
             decode = p
         pools.append(Pool(role, getattr(cfg.disaggregation, f"{role}_instances"), p))
     pools.reverse()
-    top = Topology(cfg, pools, decode.specs)
-    top.link = kv_transfer.build_link(cfg, top)
-    top.warnings = list(dict.fromkeys(w for p in pools for w in p.prepared.warnings))
-    return top
+    top = Topology(cfg, tuple(pools), decode.specs)
+    return dataclasses.replace(top, link=kv_transfer.build_link(cfg, top),
+                               warnings=tuple(dict.fromkeys(w for p in pools for w in p.prepared.warnings)))
