@@ -121,7 +121,7 @@ def check(cfg: RunConfig):
             # an uneven split's remainder over the last GPUs, which the routing model does not
             raise ConfigError(f"parallel.enable_expert_parallel: {model.num_experts} experts do not split over "
                               f"{key} {ep} GPUs evenly; give EPLB spare copies that make them "
-                              "(parallel.enable_eplb, parallel.num_redundant_experts)")
+                              "(enable_eplb, num_redundant_experts)")
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)
     check_pipeline(cfg, model)

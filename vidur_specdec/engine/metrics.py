@@ -65,8 +65,12 @@ class StepRecorder:
     # tables ------------------------------------------------------------------
     def steps_frame(self) -> pd.DataFrame:
         """One row per step in start-time order, ties by replica id; ``step`` numbers that order."""
-        wide = bool(self.rows) and len(self.rows[0]) > len(STEP_COLUMNS)
-        df = pd.DataFrame(self.rows, columns=STEP_COLUMNS + DP_COLUMNS if wide else STEP_COLUMNS)
+        wide = any(len(r) > len(STEP_COLUMNS) for r in self.rows)
+        rows = self.rows
+        if wide:  # pools of which only one is data-parallel: the other's steps have no all-to-all (NaN there)
+            pad = (math.nan,) * len(DP_COLUMNS)
+            rows = [r if len(r) > len(STEP_COLUMNS) else r + pad for r in rows]
+        df = pd.DataFrame(rows, columns=STEP_COLUMNS + DP_COLUMNS if wide else STEP_COLUMNS)
         df = df.sort_values(["start_s", "replica"], kind="stable").reset_index(drop=True)
         df["step"] = np.arange(len(df))
         return df

@@ -203,7 +203,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
            if p.cfg.parallel.pipeline_parallel_size > 1 else {}),
         **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
         **(data_parallel_summary(steps, p.deployment.dp, p.deployment.redundant_experts)
-           if p.deployment and p.deployment.dp > 1 else {}),
+           if p.deployment and p.deployment.dp > 1 and "pool" not in steps else {}),  # pools: per pool
         "seed": p.cfg.seed,
         "warnings": list(p.warnings),
     }
