@@ -110,3 +110,24 @@ def test_a_pools_own_parallel_keys_are_checked_in_its_name(over, match):
     with pytest.raises(ConfigError, match=match) as e:
         simulate(POOLS, ["workload.num_requests=8", "disaggregation.prefill.data_parallel_size=1"] + over)
     assert "\n" not in str(e.value)
+
+
+def test_split_steps_in_pools_give_the_references_tables():
+    """Both engines, DBO splitting steps on both pools' ranks (thresholds lowered so a small run splits)."""
+    import sys
+
+    from vidur_specdec.engine import simulation
+    from vidur_specdec.engine.core.run import run_core
+    from vidur_specdec.engine.reference.run import run_reference
+    from vidur_specdec.engine.simulation import prepare
+
+    p = prepare(load(POOLS, ["workload.num_requests=96", "workload.arrival=static",
+                             "disaggregation.decode.dbo_decode_token_threshold=2",
+                             "disaggregation.decode.dbo_prefill_token_threshold=2",
+                             "disaggregation.prefill.enable_dbo=true",
+                             "disaggregation.prefill.dbo_prefill_token_threshold=64"]))
+    mod = sys.modules[simulation.__name__]
+    core, ref = run_core(p, mod), run_reference(p, mod)
+    assert core.steps.to_csv(index=False) == ref.steps.to_csv(index=False)
+    assert core.requests.to_csv(index=False) == ref.requests.to_csv(index=False)
+    assert set(core.steps[core.steps.dbo == 1].pool) == {"prefill", "decode"}

@@ -13,8 +13,8 @@ V1 runner's (``vllm/v1/worker/gpu_model_runner.py``
 ``vllm/v1/worker/ubatch_utils.py``):
 
 * **whether** (:meth:`DualBatchOverlap.split_point`): every rank must want to
-  split: its step is a *uniform decode* (every request charged
-  ``1 + num_speculative_tokens`` tokens, no prefill chunk) of at least
+  split: its step is a *uniform decode* (every request's query exactly
+  ``1 + num_speculative_tokens`` tokens) of at least
   ``dbo_decode_token_threshold`` tokens, or any other step of at least
   ``dbo_prefill_token_threshold`` tokens; a rank running vLLM's dummy batch has
   too few. Then the ranks pad to the largest rank's tokens N and the split is
@@ -56,9 +56,12 @@ class DualBatchOverlap(NamedTuple):
     decode_query_len: int
 
     def wants(self, part: StepPlan) -> bool:
-        """One rank's vote (``check_ubatch_thresholds``): its tokens against the threshold of its kind of step."""
-        q = part.composition.decode_q
-        uniform = part.decode_only and bool(q) and all(x == self.decode_query_len for x in q)
+        """One rank's vote (``check_ubatch_thresholds``): its tokens against the threshold of its kind of step,
+        a uniform decode when every request's query is ``decode_query_len`` tokens (V1's ``_is_uniform_decode``
+        reads query lengths only: a one-token chunk finishing a loaded prompt counts at k = 0)."""
+        comp = part.composition
+        lens = list(comp.decode_q) + [c for _, c in comp.prefill]
+        uniform = bool(lens) and all(x == self.decode_query_len for x in lens)
         return part.num_tokens >= (self.decode_threshold if uniform else self.prefill_threshold)
 
     def split_point(self, parts: Sequence[StepPlan]) -> Optional[int]:
