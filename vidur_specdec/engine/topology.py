@@ -1,7 +1,8 @@
-"""A deployment as a topology of pools: each pool a role, a model, a device, TP/EP and an instance count.
+"""A deployment as a topology of pools: each pool a role, a model, a device, TP/EP/DP and an instance count.
 
 Each :class:`Pool` owns what one ``vllm serve`` per instance would own: its
-deployment (model, device, tensor/expert parallel), memory plan, fitted
+deployment (model, device, tensor/expert/data parallel, EPLB, dual-batch
+overlap: :data:`POOL_PARALLEL_KEYS`), memory plan, fitted
 predictor and scheduler, all built by ``vidur_specdec.engine.simulation.prepare``
 on the pool's own run config (:func:`pool_config`). A config without the
 ``disaggregation`` keys is the one-pool case: a ``mixed`` pool of

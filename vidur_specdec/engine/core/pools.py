@@ -16,8 +16,11 @@ follows: :mod:`vidur_specdec.engine.reference.disagg`):
    drafter over the prompt (the step plan's ``draft_recompute``).
 
 :class:`PoolRouter` is the loop's global scheduler; :class:`PrefillRank` and
-:class:`DecodeRank` are the instances' schedulers. Times in seconds, transfer
-times in ms.
+:class:`DecodeRank` are the instances' schedulers, or each rank's of an instance
+that is a data-parallel group (``disaggregation.<role>.data_parallel_size``:
+a :class:`~vidur_specdec.engine.core.group.DataParallelGroup` whose own router picks
+the rank at arrival and, on a decode instance, at hand-off). Times in seconds,
+transfer times in ms.
 """
 
 from __future__ import annotations

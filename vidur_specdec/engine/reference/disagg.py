@@ -27,6 +27,11 @@ disaggregated proxy runs it:
    ``draft_recompute``, priced by the step pricer), as vLLM's decode instance does when the
    draft KV groups are left out of the transfer (vLLM issue 54926).
 
+An instance of a pool with ``data_parallel_size`` > 1 is a
+:class:`~vidur_specdec.engine.reference.dp_group.DPGroupReplicaScheduler` of prefill or
+decode ranks; its own router (vLLM's least-loaded one) picks the rank at arrival
+and, on a decode instance, at hand-off, and the rank holds the request's KV.
+
 TTFT splits into ``queue`` (arrival to first prefill step), ``prefill``,
 ``kv_transfer`` (prefill done to KV loaded: waiting for decode KV room plus
 the transfer) and ``first_decode`` (KV loaded to first token). Times: ``*_s``
