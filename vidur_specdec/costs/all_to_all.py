@@ -174,7 +174,7 @@ def _cross_system(system: str, backend: str, phase: str) -> str:
     return system if _node_ratio(system, backend, phase, 2) is not None else MULTI_NODE_SYSTEM
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _node_ratio(system: str, backend: str, phase: str, nodes: int):
     """(tokens, ratio of ``nodes`` nodes to 1) from SGLang's multi-node DeepEP tables; None without rows."""
     table, col, sms = _SGLANG[backend]
@@ -195,8 +195,13 @@ def _node_ratio(system: str, backend: str, phase: str, nodes: int):
 
 @lru_cache(maxsize=64)
 def measured_nodes(system: str, backend: str, phase: str) -> Tuple[int, ...]:
-    """Node counts above 1 whose rows ``system``'s SGLang DeepEP table holds."""
-    return tuple(n for n in range(2, 65) if _node_ratio(system, backend, phase, n) is not None)
+    """Node counts above 1 whose rows ``system``'s SGLang DeepEP table holds (beside one-node rows)."""
+    try:
+        d = TD.load(system, "comm", "sglang", MULTI_NODE_VERSION, _SGLANG[backend][0])
+    except ConfigError:
+        return ()
+    counts = sorted(int(n) for n in d["node_num"].unique() if n > 1)
+    return tuple(n for n in counts if _node_ratio(system, backend, phase, n) is not None)
 
 
 def cross_factor(system: str, backend: str, phase: str, ep: int, tokens: float) -> float:
