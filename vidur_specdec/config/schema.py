@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from vidur_specdec.config.disaggregation import DisaggregationConfig
+from vidur_specdec.config.disaggregation import MAX_DP, DisaggregationConfig
 from vidur_specdec.config.errors import ConfigError
 from vidur_specdec.config.fields import _build, _f
 from vidur_specdec.config.paths import resolve_paths
@@ -125,13 +125,22 @@ class ParallelConfig:
                                                  "whole experts per GPU")
 
     # --- data parallelism (vLLM's --data-parallel-size): attention per rank, experts over all ranks ---
-    data_parallel_size: int = _f(1, lo=1, hi=64, doc="attention ranks of one replica, each with its own KV "
-                                                     "and scheduler; MoE experts over all ranks (needs "
-                                                     "enable_expert_parallel); steps synchronised")
+    data_parallel_size: int = _f(1, lo=1, hi=MAX_DP, doc="attention ranks of one replica, each with its own KV "
+                                                         "and scheduler; MoE experts over all ranks (needs "
+                                                         "enable_expert_parallel); steps synchronised")
     enable_eplb: bool = _f(False, doc="vLLM's name: expert-parallel load balancing (redundant experts placed "
                                       "by load)")
     num_redundant_experts: int = _f(0, lo=0, hi=4096, doc="vLLM's eplb_config.num_redundant_experts: spare "
                                                           "expert copies over the EP GPUs (needs enable_eplb)")
+    # --- dual-batch overlap (vLLM 0.33 vllm/config/parallel.py: enable_dbo, dbo_*_token_threshold) ---
+    enable_dbo: bool = _f(False, doc="vLLM's --enable-dbo: each step split into two micro-batches whose MoE "
+                                     "dispatch/combine overlap the other's compute (needs data_parallel_size > 1)")
+    dbo_decode_token_threshold: int = _f(32, lo=0, hi=1_000_000,
+                                         doc="vLLM's name and default: a decode-only step is split when every "
+                                             "rank has at least this many tokens")
+    dbo_prefill_token_threshold: int = _f(512, lo=0, hi=1_000_000,
+                                          doc="vLLM's name and default: a step with a prefill chunk is split when "
+                                              "every rank has at least this many tokens")
     pipeline_parallel_size: int = _f(1, lo=1, hi=16,
                                      doc="vLLM's name: pipeline stages per replica, each with tensor_parallel_size "
                                          "GPUs and its share of the layers (vLLM's split)")

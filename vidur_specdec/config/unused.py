@@ -34,6 +34,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from vidur_specdec.config.disaggregation import MAX_DP
 from vidur_specdec.config.errors import ConfigError
 
 CHECKED = "*"  # in ``shared``: a config built and checked before (a RunConfig, a sweep row or tune point sent to a worker)
@@ -63,8 +64,9 @@ def _pool_rows() -> Tuple[Use, ...]:
         ("kv_transfer_latency_ms", "the KV link's latency"),
         ("draft_kv", "whether the drafter's KV is transferred or recomputed"))]
     for role in ("prefill", "decode"):
-        for k in ("tensor_parallel_size", "enable_expert_parallel", "device", "max_num_batched_tokens",
-                  "max_num_seqs", "speculative"):
+        for k in ("tensor_parallel_size", "enable_expert_parallel", "data_parallel_size", "enable_eplb",
+                  "num_redundant_experts", "enable_dbo", "dbo_decode_token_threshold", "dbo_prefill_token_threshold",
+                  "device", "max_num_batched_tokens", "max_num_seqs", "speculative"):
             rows.append(Use(f"disaggregation.{role}.{k}", pools, on, f"the {role} pool's own {k}"))
     return tuple(rows)
 
@@ -119,6 +121,12 @@ USES: Tuple[Use, ...] = (
     Use("parallel.enable_eplb", "parallel.enable_expert_parallel", (True,),
         "EPLB's placement of the experts over the expert-parallel GPUs"),
     Use("parallel.num_redundant_experts", "parallel.enable_eplb", (True,), "EPLB's spare expert copies"),
+    Use("parallel.enable_dbo", "parallel.data_parallel_size", range(2, MAX_DP + 1),
+        "dual-batch overlap: two micro-batches, one's all-to-all under the other's compute"),
+    Use("parallel.dbo_decode_token_threshold", "parallel.enable_dbo", (True,),
+        "the tokens per rank from which a decode-only step is split"),
+    Use("parallel.dbo_prefill_token_threshold", "parallel.enable_dbo", (True,),
+        "the tokens per rank from which a step with a prefill chunk is split"),
     # --- workload: per arrival mode ---
     Use("workload.qps", ARRIVAL, ("poisson",), "the Poisson arrival rate"),
     Use("workload.concurrency", ARRIVAL, ("closed",), "the requests kept in flight"),

@@ -116,9 +116,12 @@ def check(cfg: RunConfig):
         ep, key = tp * cfg.parallel.data_parallel_size, ("parallel.data_parallel_size x tensor_parallel_size"
                                                          if cfg.parallel.data_parallel_size > 1
                                                          else "parallel.tensor_parallel_size")
-        if model.num_experts % ep:
+        if model.num_experts % ep and not cfg.parallel.enable_eplb:
+            # with EPLB the physical experts (logical + redundant) must split instead (dp_checks); vLLM spreads
+            # an uneven split's remainder over the last GPUs, which the routing model does not
             raise ConfigError(f"parallel.enable_expert_parallel: {model.num_experts} experts do not split over "
-                              f"{key} {ep} GPUs evenly")
+                              f"{key} {ep} GPUs evenly; give EPLB spare copies that make them "
+                              "(enable_eplb, num_redundant_experts)")
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)
     check_pipeline(cfg, model)
@@ -338,7 +341,7 @@ def _smallest_fit(cfg: RunConfig, dep: Deployment, tokens: int, head: tuple = (0
             continue
         dp = cfg.parallel.data_parallel_size  # > 1 only with expert parallel over dp x t GPUs (refused otherwise)
         eps = [t * dp if cfg.parallel.enable_expert_parallel else 1]
-        if dp > 1 and dep.model.num_experts % (t * dp):
+        if dp > 1 and (dep.model.num_experts + dep.redundant_experts) % (t * dp):
             continue
         if dp == 1 and dep.model.is_moe and t > 1 and not dep.model.num_experts % t:
             eps.append(1 if eps[0] > 1 else t)

@@ -39,7 +39,7 @@ class KVLink:
     latency_ms: float  # per transfer
     send_bytes_per_token: int  # per prefill GPU: target (+ draft when transferred)
     recv_bytes_per_token: int  # per decode GPU
-    recv_gpus: int  # GPUs of one decode instance
+    recv_gpus: int  # GPUs that receive one request's KV: a decode instance's, or one data-parallel rank's
     draft_transferred: bool
 
     def time_ms(self, tokens: int) -> float:

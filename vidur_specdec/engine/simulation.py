@@ -186,6 +186,15 @@ def run_prepared(p: Prepared) -> SimulationResult:
     return run_reference(p, sys.modules[__name__])
 
 
+def kernel_sources(dep: Deployment, model: ModelSpec) -> Dict[str, str]:
+    """``summary.json`` ``kernel_sources``: per op family, where its times come from; a data-parallel
+    deployment adds its all-to-all (measured, or what is scaled from what)."""
+    out = dep.kernels.sources(dep.tp, [s for s in (model, dep.draft) if s is not None], dep.ep)
+    if dep.dp > 1:
+        out["all_to_all"] = dep.kernels.all_to_all_source(model, dep.ep)
+    return out
+
+
 def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[Dict] = None,
            cfg: Optional[RunConfig] = None) -> SimulationResult:
     """The run's result from its tables: the summary of ``p``'s run, updated with ``more``; ``cfg`` the run's."""
@@ -196,8 +205,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "tensor_parallel_size": int(p.pricer.tp),
         "profiles": p.profile_files,
         "profile_source": dict(p.profile_source),
-        **({"kernel_sources": p.deployment.kernels.sources(
-            p.deployment.tp, [s for s in (p.model, p.deployment.draft) if s is not None], p.deployment.ep)}
+        **({"kernel_sources": kernel_sources(p.deployment, p.model)}
            if p.deployment and p.deployment.kernels is not None else {}),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
@@ -217,7 +225,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
            if p.cfg.parallel.pipeline_parallel_size > 1 else {}),
         **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
         **(data_parallel_summary(steps, p.deployment.dp, p.deployment.redundant_experts)
-           if p.deployment and p.deployment.dp > 1 else {}),
+           if p.deployment and p.deployment.dp > 1 and "pool" not in steps else {}),  # pools: per pool
         "seed": p.cfg.seed,
         "plan_digest": p.digest,  # the resolved run's content hash (a topology's: set by its pool figures)
         "warnings": list(p.warnings),

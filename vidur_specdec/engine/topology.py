@@ -1,7 +1,8 @@
-"""A deployment as a topology of pools: each pool a role, a model, a device, TP/EP and an instance count.
+"""A deployment as a topology of pools: each pool a role, a model, a device, TP/EP/DP and an instance count.
 
 Each :class:`Pool` owns what one ``vllm serve`` per instance would own: its
-deployment (model, device, tensor/expert parallel), memory plan, fitted
+deployment (model, device, tensor/expert/data parallel, EPLB, dual-batch
+overlap: :data:`POOL_PARALLEL_KEYS`), memory plan, fitted
 predictor and scheduler, all built by ``vidur_specdec.engine.simulation.prepare``
 on the pool's own run config (:func:`pool_config`). A config without the
 ``disaggregation`` keys is the one-pool case: a ``mixed`` pool of
@@ -36,6 +37,9 @@ from vidur_specdec.engine.digest import plan_digest
 from vidur_specdec.engine.resolve import from_dict
 
 ROLES = ("prefill", "decode")
+#: the ``parallel.*`` keys a pool sets for its instances (``disaggregation.<role>.<key>``; null: the run's)
+POOL_PARALLEL_KEYS = ("enable_expert_parallel", "data_parallel_size", "enable_eplb", "num_redundant_experts",
+                      "enable_dbo", "dbo_decode_token_threshold", "dbo_prefill_token_threshold")
 #: vLLM 0.33 ``SpeculativeConfig.use_eagle()`` methods this simulator models: their config enters NIXL's hash
 HASHED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
 #: methods whose drafter keeps its own KV cache (what ``disaggregation.draft_kv`` is about)
@@ -56,17 +60,24 @@ class Pool:
 
     @property
     def gpus(self) -> int:
-        """GPUs of the whole pool: instances × tensor-parallel size."""
-        return self.instances * self.deployment.tp
+        """GPUs of the whole pool: instances × data-parallel ranks × tensor-parallel size."""
+        return self.instances * self.deployment.dp * self.deployment.tp
 
     def describe(self) -> Dict:
-        """The pool in ``summary.json``: role, instances, model, device, TP, EP, GPUs, KV blocks per GPU."""
+        """The pool in ``summary.json``: role, instances, model, device, TP, EP, DP (with EPLB's spare experts and
+        dual-batch overlap), GPUs, KV blocks per GPU; a data-parallel pool's all-to-all source."""
         dep = self.deployment
         s = self.prepared.scheduler
-        return {"role": self.role, "instances": self.instances, "model": dep.model.name, "device": dep.device.name,
-                "tensor_parallel_size": dep.tp, "expert_parallel_size": dep.ep, "num_gpus": self.gpus,
-                "kv_blocks_per_gpu": int(self.prepared.memory.num_blocks),
-                "max_num_batched_tokens": s.chunk_size, "max_num_seqs": s.batch_size_cap}
+        cfg = self.prepared.cfg.parallel
+        out = {"role": self.role, "instances": self.instances, "model": dep.model.name, "device": dep.device.name,
+               "tensor_parallel_size": dep.tp, "expert_parallel_size": dep.ep, "num_gpus": self.gpus,
+               "kv_blocks_per_gpu": int(self.prepared.memory.num_blocks),
+               "max_num_batched_tokens": s.chunk_size, "max_num_seqs": s.batch_size_cap}
+        if dep.dp > 1:
+            out.update(data_parallel_size=dep.dp, num_redundant_experts=dep.redundant_experts,
+                       enable_dbo=bool(cfg.enable_dbo),
+                       all_to_all=dep.kernels.all_to_all_source(dep.model, dep.ep))
+        return out
 
 
 @dataclass(frozen=True)
@@ -125,9 +136,11 @@ def pool_config(cfg: RunConfig, role: str) -> RunConfig:
     if pc.tensor_parallel_size is not None:
         d["parallel"]["tensor_parallel_size"] = pc.tensor_parallel_size
         keys["parallel.tensor_parallel_size"] = f"disaggregation.{role}.tensor_parallel_size"
-    if pc.enable_expert_parallel is not None:
-        d["parallel"]["enable_expert_parallel"] = pc.enable_expert_parallel
-        keys["parallel.enable_expert_parallel"] = f"disaggregation.{role}.enable_expert_parallel"
+    for name in POOL_PARALLEL_KEYS:  # the pool's own DP, EP, EPLB and DBO (vLLM's engine arguments)
+        v = getattr(pc, name)
+        if v is not None:
+            d["parallel"][name] = v
+            keys[f"parallel.{name}"] = f"disaggregation.{role}.{name}"
     if pc.device is not None:
         d["device"] = pc.device
         keys["device"] = f"disaggregation.{role}.device"

@@ -23,7 +23,8 @@ A step's time is
   LM head, sampling, the engine's CPU work;
 * a data-parallel group (:mod:`~vidur_specdec.pricing.data_parallel`): the
   slowest rank's own work plus the routed experts on the busiest GPU and the
-  all-to-all.
+  all-to-all, or with dual-batch overlap (:mod:`~vidur_specdec.pricing.dbo`) two
+  micro-batches whose all-to-all runs under each other's compute.
 
 Under pipeline parallelism :meth:`StepPricer.price` prices one stage (its
 layers, its send; the engine's CPU work on the first stage, LM head, sampling
@@ -54,12 +55,14 @@ class StepPricer:
     no speculation); ``overheads``: a :class:`~vidur_specdec.costs.step_overheads.StepOverheads` (None: none);
     ``all_reduce``: the ``engine.all_reduce`` collective model; ``tp``/``pp``/``ep``/``dp``: the replica's
     tensor-parallel, pipeline, expert-parallel and data-parallel sizes; ``redundant_experts``: EPLB's spare
-    copies; ``eagle3_aux``: stages also send the auxiliary hidden states an EAGLE-3-family drafter reads.
+    copies; ``eagle3_aux``: stages also send the auxiliary hidden states an EAGLE-3-family drafter reads;
+    ``dbo``: a data-parallel group's dual-batch overlap (:class:`~vidur_specdec.pricing.dbo.DualBatchOverlap`;
+    None: off).
     """
 
     def __init__(self, target, model, device, kernels, verify_cost, proposer=None, overheads=None,
                  all_reduce=None, tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, redundant_experts: int = 0,
-                 eagle3_aux: bool = False) -> None:
+                 eagle3_aux: bool = False, dbo=None) -> None:
         if model is None or kernels is None:
             raise ValueError("a step pricer needs the target's ModelSpec and the run's kernel source")
         self.target = target
@@ -72,7 +75,7 @@ class StepPricer:
         self.tp, self.pp, self.ep, self.dp = int(tp), int(pp), int(ep), int(dp)
         self.redundant_experts = int(redundant_experts)
         if proposer is not None:  # the target's device, TP, collective model and kernel source
-            proposer.bind(ProposerContext(kernels.device, self.tp, all_reduce, kernels))
+            proposer.bind(ProposerContext(kernels.device, self.tp, all_reduce, kernels, data_parallel=self.dp > 1))
         self.layer = MeanLayer(target, model, self.tp, kernels, verify_cost, ep=self.ep)
         self.num_layers = model.num_layers
         self._extra = {}  # (logit rows, requests, verifying) -> StepCost
@@ -84,7 +87,7 @@ class StepPricer:
         if self.dp > 1:
             from vidur_specdec.pricing.data_parallel import GroupPricer  # lazy: only data-parallel runs use it
 
-            self.group = GroupPricer(self)
+            self.group = GroupPricer(self, dbo)
 
     def _stage_layer(self, start: int, end: int) -> MeanLayer:
         """The mean layer of decoder layers ``[start, end)``: a hybrid model's stage with its own share of

@@ -25,6 +25,7 @@ from vidur_specdec.config import unused
 from vidur_specdec.config.overlay import assignments, overlay, without_replaced
 from vidur_specdec.config.schema import check_file_alone
 from vidur_specdec.config.disaggregation import DisaggregationConfig
+from vidur_specdec.config.schema import ParallelConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS, POOL_METRIC_COLUMNS
@@ -164,9 +165,15 @@ NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": N
            "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
            "parallel.pipeline_parallel_size": 1,
            "parallel.data_parallel_size": 1, "parallel.enable_eplb": False, "parallel.num_redundant_experts": 0,
+           **{f"parallel.{k}": getattr(ParallelConfig(), k) for k in ("enable_dbo", "dbo_decode_token_threshold",
+                                                                       "dbo_prefill_token_threshold")},
            "workload.dataset": None, "workload.temperature": None, "speculative.acceptance_at_k": None,
            "speculative.acceptance_factors": ["context", "dataset", "temperature"],
-           "disaggregation": dataclasses.asdict(DisaggregationConfig())}  # colocated: one mixed pool
+           "disaggregation": dataclasses.asdict(DisaggregationConfig()),  # colocated: one mixed pool
+           # a pool's own DP, EPLB and DBO keys at null (after the whole section: pools keep their older ids)
+           **{f"disaggregation.{role}.{k}": None for role in ("prefill", "decode")
+              for k in ("data_parallel_size", "enable_eplb", "num_redundant_experts", "enable_dbo",
+                        "dbo_decode_token_threshold", "dbo_prefill_token_threshold")}}
 # acceptance the user gave (or speculation off) is what every row before acceptance_source meant
 NEUTRAL_SOURCES = (None, "given")
 
@@ -176,8 +183,10 @@ def identity(cfg: RunConfig) -> Dict:
     d = cfg.to_dict()
     for key, neutral in NEUTRAL.items():  # newer keys at their neutral value leave older row ids as they were
         *path, name = key.split(".")
-        node = d.get(path[0], {}) if path else d
-        if node.get(name, neutral) == neutral:
+        node = d
+        for part in path:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and node.get(name, neutral) == neutral:
             node.pop(name, None)
     if d.get("speculative", {}).get("acceptance_source", None) in NEUTRAL_SOURCES:
         d.get("speculative", {}).pop("acceptance_source", None)

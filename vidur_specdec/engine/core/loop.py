@@ -68,6 +68,7 @@ class Loop:
         self.on_complete = on_complete
         self.heap: list = []
         self.seq = 0
+        self.time = 0.0  # seconds: the event being handled
         self.waiting: list = []  # the global scheduler's queue
 
     # ------------------------------------------------------------------ events
@@ -84,6 +85,7 @@ class Loop:
         pop = heapq.heappop
         while heap:
             time, _, handler, payload = pop(heap)
+            self.time = time  # the instant being handled (a pool's hand-off reads it)
             handler(time, payload)
 
     def arrive(self, time: float, request) -> None:
