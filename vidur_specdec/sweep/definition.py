@@ -159,8 +159,10 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 
 # Keys that cannot change a run's numbers, left out of row identity.
 # The vLLM-named scheduler keys repeat their aliases' resolved values (vidur_specdec/config/vllm_defaults.py).
+# keys that never change a row's numbers: the fit cache's folder, the vLLM-named aliases of scheduler keys, and the
+# engine that runs the schedule (the engine core and the Vidur-backed reference give the same tables)
 NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
-                "scheduler.gpu_memory_utilization")
+                "scheduler.gpu_memory_utilization", "simulator")
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
            "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
            "parallel.pipeline_parallel_size": 1,
