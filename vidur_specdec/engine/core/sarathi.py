@@ -194,6 +194,8 @@ class SarathiRank:
         plain = guessing and tree is None and not self.proposes_less and self.max_draft_context is None
         k = self.k
         n_run = len(running)
+        num_blocks = self.num_blocks
+        free = num_blocks - self.allocated  # blocks free (kept here, written back after the decodes are placed)
         i = 0  # running[i:] not yet looked at; preemption takes victims from the end
         nd = 0
         while i < n_run:
@@ -231,27 +233,32 @@ class SarathiRank:
             else:
                 need = 1
                 take = 1 if r.processed > held * bs else 0
-            while self.num_blocks - self.allocated < need:  # preempt the newest running request
-                if i < n_run:
-                    victim = running.pop()
-                    n_run -= 1
-                    victim.restart()
-                    self.free(victim.id)
-                    self.queue.insert(0, victim)
-                else:
-                    r.restart()
-                    self.free(rid)
-                    self.queue.insert(0, r)
-                    break
-            else:
-                if take:
-                    self.allocated += take
-                    alloc[rid] = held + take
-                q = 1 + guesses
-                total += q
-                dec.append(r)
-                dq.append(q)
-                nd += 1
+            if free < need:  # preempt the newest running request until r's blocks fit, or r itself
+                self.allocated = num_blocks - free
+                while num_blocks - self.allocated < need:
+                    if i < n_run:
+                        victim = running.pop()
+                        n_run -= 1
+                        victim.restart()
+                        self.free(victim.id)
+                        self.queue.insert(0, victim)
+                    else:
+                        r.restart()
+                        self.free(rid)
+                        self.queue.insert(0, r)
+                        break
+                free = num_blocks - self.allocated
+                if rid not in alloc:  # r itself was preempted
+                    continue
+            if take:
+                free -= take
+                alloc[rid] = held + take
+            q = 1 + guesses
+            total += q
+            dec.append(r)
+            dq.append(q)
+            nd += 1
+        self.allocated = num_blocks - free
         running = running[i:]
         for r in prefills:
             q = r.prefill_tokens - r.processed
@@ -308,31 +315,27 @@ class SarathiRank:
         acc = self.acceptance
         tree = self.tree_nodes
         no_proposal = self.no_proposal
-        gs = [q - 1 for q in dq]
-        if acc is None:
-            accs = [0] * len(dec)
-            for r, g in zip(dec, gs):
-                r.planned_guesses = g
-                r.planned_accepted = 0
-        else:
-            accs = []
-            for r, g in zip(dec, gs):
-                accepted = 0
-                if r.id not in no_proposal:
-                    src = r.acceptance
-                    if src is None:
-                        src = r.acceptance = acc.for_request(r)
-                    # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
-                    limit = g if tree is None else min(g, r.total_tokens - r.processed - 1)
-                    accepted = src.next(limit, r.processed - r.prompt_tokens)
-                r.planned_guesses = g
-                r.planned_accepted = accepted
-                accs.append(accepted)
-        ids = [r.id for r in dec]
-        idx = [r.index for r in dec]
-        ctx = [r.processed for r in dec]
-        catch = [r.catchup_tokens for r in dec]
-        prev = [r.previous_q_tokens for r in dec]
+        gs, accs, ids, idx, ctx, catch, prev = [], [], [], [], [], [], []
+        for r, q in zip(dec, dq):
+            g = q - 1
+            accepted = 0
+            processed = r.processed
+            if acc is not None and r.id not in no_proposal:
+                src = r.acceptance
+                if src is None:
+                    src = r.acceptance = acc.for_request(r)
+                # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
+                limit = g if tree is None else min(g, r.total_tokens - processed - 1)
+                accepted = src.next(limit, processed - r.prompt_tokens)
+            r.planned_guesses = g
+            r.planned_accepted = accepted
+            gs.append(g)
+            accs.append(accepted)
+            ids.append(r.id)
+            idx.append(r.index)
+            ctx.append(processed)
+            catch.append(r.catchup_tokens)
+            prev.append(r.previous_q_tokens)
         d = DecodePart(ids, idx, dq, ctx, gs, accs, catch, prev)
         if not pre:
             return build_plan(k, sync, d, NO_PREFILL, self._draft_recompute(pre))
