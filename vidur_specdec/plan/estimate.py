@@ -44,7 +44,7 @@ import numpy as np
 from vidur_specdec.pricing.plan import decode_plan, idle_rank_plan, merge_ranks, plan_from_lists
 
 PREFILL_BUSY = 0.9  # a prefill pool is planned at most 90 % busy (past it queues grow without bound; tune's knee)
-GRID_FACTOR = 1.25  # batch sizes estimated: 1, 2, 3, ... growing by this factor
+GRID_FACTOR = 1.4  # batch sizes estimated: 1, 2, 3, 4, 5, 7, ... growing by this factor
 
 
 @dataclass

@@ -47,7 +47,7 @@ def point_row(t: Track, p, slo: Dict) -> Dict[str, Any]:
                 "tok_s_user": round(1e3 / tpot50, 6) if tpot50 else None,
                 "ttft_ms_at_slo_percentile": m.get(f"ttft_ms_p{pc}"),
                 "tpot_ms_at_slo_percentile": m.get(f"tpot_ms_p{pc}"),
-                "meets_slo": meets(m, slo), "row_id": p.row_id,
+                "meets_slo": meets(m, slo), "refused": p.refused or "", "row_id": p.row_id,
                 "overrides": json.dumps({**t.overrides, **p.overrides}, sort_keys=True, separators=(",", ":"))})
     return row
 

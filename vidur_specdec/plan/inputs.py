@@ -311,6 +311,13 @@ def build_spec(config, overrides: Sequence[str], given: Mapping[str, Any],
             wl[key] = {"dist": "fixed", "value": opts[opt]}
     run["workload"] = wl
     if opts["devices"]:
+        from vidur_specdec.hardware.devices import get_device
+
+        for d in opts["devices"]:
+            try:
+                get_device(d)
+            except ConfigError as e:
+                raise ConfigError(f"{where('devices')}: {str(e).split(': ', 1)[-1]}") from None
         run["device"] = opts["devices"][0]
     base = load(run, list(overrides or []), base_dir=base_dir)
     dataset = opts["dataset"] or base.workload.dataset
@@ -332,13 +339,6 @@ def build_spec(config, overrides: Sequence[str], given: Mapping[str, Any],
                           "--max-concurrency); a trace's arrival times are not used: give its lengths with "
                           "--isl/--osl or a length distribution")
     devices = tuple(opts["devices"] or (base.device,))
-    from vidur_specdec.hardware.devices import get_device
-
-    for d in devices:
-        try:
-            get_device(d)
-        except ConfigError as e:
-            raise ConfigError(f"{where('devices')}: {e}") from None
     if opts["gpus"] is None:
         raise ConfigError(f"{where('gpus')}: required (the GPUs every deployment uses)")
     gpus = opts["gpus"]
@@ -362,7 +362,7 @@ def build_spec(config, overrides: Sequence[str], given: Mapping[str, Any],
     if methods is not None:
         from vidur_specdec.config.registry import choices
 
-        known = ("none",) + tuple(m for m in choices("speculative.method") if m != "none")
+        known = ("none",) + tuple(m for m in choices("speculative.method")() if m != "none")
         bad = [m for m in methods if m not in known]
         if bad:
             raise ConfigError(f"{where('methods')}: unknown method {bad[0]!r}; allowed: {', '.join(known)}")

@@ -21,7 +21,7 @@ from vidur_specdec.sweep.table import FLOAT_FORMAT, atomic_write
 PLAN_COLUMNS = ["point", "phase", "deployment", "class", "mode", "device", "shape", "gpus", "speculation", "method",
                 "drafter", "acceptance_source", "schedule", "max_num_batched_tokens", "max_num_seqs", "concurrency",
                 "num_requests", "warmup_requests", "tok_s_gpu", "tok_s_user", "ttft_ms_at_slo_percentile",
-                "tpot_ms_at_slo_percentile", "meets_slo", "frontier", "frontier_all", "best"]
+                "tpot_ms_at_slo_percentile", "meets_slo", "refused", "frontier", "frontier_all", "best"]
 SCREEN_COLUMNS = ["candidate", "class", "mode", "device", "shape", "gpus", "speculation", "max_num_batched_tokens",
                   "verdict", "reason", "ttft_lower_bound_ms", "tpot_lower_bound_ms", "estimate_tok_s_gpu",
                   "estimate_tok_s_user", "estimate_batch", "estimate_k", "estimate_ttft_ms", "max_num_seqs",

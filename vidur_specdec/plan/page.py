@@ -55,7 +55,7 @@ JS = r"""
     const front = mine.filter(r => r.frontier === c).sort((a, b) => a.tok_s_user - b.tok_s_user);
     if (front.length) {
       traces.push({name: c + ' frontier', x: front.map(r => r.tok_s_user), y: front.map(r => r.tok_s_gpu),
-                   mode: 'lines', type: 'scatter', line: {color: color, shape: 'hv'}, hoverinfo: 'skip'});
+                   mode: 'lines', type: 'scatter', line: {color: color}, hoverinfo: 'skip'});
     }
     ttft.push({name: c, x: mine.map(r => r.tok_s_gpu), y: mine.map(r => r.ttft_ms_at_slo_percentile),
                mode: 'markers', type: 'scatter', marker: {color: color, size: 8}, text: mine.map(hover),

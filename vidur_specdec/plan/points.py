@@ -45,18 +45,33 @@ def load_overrides(concurrency: int) -> Dict[str, Any]:
             "workload.num_requests": c + measured_requests(c)}
 
 
+def run_plan_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict:
+    """tune's worker on one point; a load the simulator refuses while running it (its ConfigError: requests
+    it cannot schedule) comes back as ``refused`` with the error's line instead of metrics."""
+    try:
+        return run_point(config_dict, slo_ttft_ms, slo_tpot_ms)
+    except ConfigError as e:
+        return {"refused": str(e).splitlines()[0], "code": code_digest()}
+
+
 @dataclass
 class Point:
-    """One simulated point: ``key`` names its candidate variant; ``phase`` why it was run."""
+    """One simulated point: ``key`` names its candidate variant; ``phase`` why it was run; ``refused``: the
+    simulator's line when it refused to run this load (no metrics; the point misses the SLOs)."""
 
     index: int
     key: str
-    phase: str  # search | refine | check
+    phase: str  # search | curve | refine | check
     concurrency: int
     overrides: Dict[str, Any]
     config: RunConfig
     row_id: str
     metrics: Optional[Dict] = None
+    refused: Optional[str] = None
+
+    @property
+    def done(self) -> bool:
+        return self.metrics is not None or self.refused is not None
 
 
 def _plan_code() -> str:
@@ -79,7 +94,7 @@ class Runner:
         self.journal = Journal(self.out_dir / ".plan.journal.jsonl", self.header, check=tune_metrics_problem)
         self.points: List[Point] = []
         self._by_id: Dict[str, Point] = {}
-        self._fn = functools.partial(run_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"])
+        self._fn = functools.partial(run_plan_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"])
         self.simulated = 0
         self.reused = 0
         self.t0 = time.perf_counter()
@@ -111,7 +126,7 @@ class Runner:
         """Give every point its metrics: from the journal when recorded, else simulated now (all at once)."""
         todo: List[Point] = []
         for p in points:
-            if p.metrics is not None or p in todo:
+            if p.done or p in todo:
                 continue
             done = self.journal.done.get(p.index)
             if done is not None:
@@ -132,9 +147,12 @@ class Runner:
                 raise ConfigError(f"--executor {self.executor}: a worker runs different simulator code "
                                   f"(code {result.get('code')}, here {code_digest()}); install the same version "
                                   "everywhere")
+            self.simulated += 1
+            if "refused" in result:  # not journalled: a rerun runs it again and gets the same line
+                by_index[row.index].refused = result["refused"]
+                return
             self.journal.add(row, result)
             by_index[row.index].metrics = result["metrics"]
-            self.simulated += 1
 
         self.log(f"plan: simulating {len(rows)} point{'s' if len(rows) > 1 else ''}{' (' + what + ')' if what else ''}"
                  f"; {self.simulated + self.reused} done so far, {time.perf_counter() - self.t0:.0f} s")

@@ -98,9 +98,8 @@ def screen_stage(spec: PlanSpec, say: Callable[[str], None]) -> Stage1:
             raise ConfigError(
                 f"--slo-ttft-ms/--slo-tpot-ms: no deployment can meet {_slo_text(spec)} at any load: TTFT is at "
                 f"least {ttft.estimate.ttft_lb_ms:.0f} ms ({ttft.cand.label}) and TPOT at least "
-                f"{tpot.estimate.tpot_lb_ms:.1f} ms ({tpot.cand.label}); SLOs of TTFT >= "
-                f"{ttft.estimate.ttft_lb_ms * 1.5:.0f} ms and TPOT >= {tpot.estimate.tpot_lb_ms * 1.5:.1f} ms "
-                "would leave room to search")
+                f"{tpot.estimate.tpot_lb_ms:.1f} ms ({tpot.cand.label}) (lower bounds, docs/plan.md); only SLOs "
+                "above both can be met")
         est.sort(key=lambda s: -max((r["tok_s_gpu"] for r in s.estimate.curve), default=0.0))
         for s in est[:spec.top]:
             s.verdict = "survivor"
@@ -149,7 +148,10 @@ def _no_answer(spec: PlanSpec, rows: List[Dict]) -> ConfigError:
         return max((r["ttft_ms_at_slo_percentile"] or 1e18) / spec.slo_ttft_ms,
                    (r["tpot_ms_at_slo_percentile"] or 0.0) / spec.slo_tpot_ms)
 
-    r = min(rows, key=lambda r: (miss(r), r["point"]))
+    ran = [r for r in rows if r["ttft_ms_at_slo_percentile"] is not None]
+    if not ran:
+        return ConfigError(f"plan: the simulator refused every load it was asked to run ({rows[0]['refused']})")
+    r = min(ran, key=lambda r: (miss(r), r["point"]))
     return ConfigError(
         f"--slo-ttft-ms/--slo-tpot-ms: no simulated deployment meets {_slo_text(spec)}; the closest, "
         f"{r['deployment']} at concurrency {r['concurrency']}, has TTFT p{p} {r['ttft_ms_at_slo_percentile']:.0f} ms "

@@ -265,7 +265,7 @@ def what_fits(base: RunConfig, ctxs: List[SearchContext], gpus: int) -> str:
     for ctx in ctxs:
         wide = SearchContext(64, ctx.device, 64, ctx.gpus_per_node if gpus > 8 else 8, ctx.is_moe, ctx.num_experts)
         best = None
-        for tp, pp, dp, ep in sorted(instance_shapes(wide, 64), key=lambda t: (t[0] * t[1] * t[2], t[1], t[2])):
+        for tp, pp, dp, ep in sorted(instance_shapes(wide, 64), key=lambda t: (t[0] * t[1] * t[2], -t[0], t[1], t[2])):
             n = tp * pp * dp
             if best is not None and n > best[0]:
                 break

@@ -125,6 +125,8 @@ def _variant(t: Track, base: RunConfig, slo: Dict) -> Optional[Track]:
     if t.budget_key is None or t.hi is None:
         return None
     failed = next(p for p in t.points if p.concurrency == t.hi)
+    if failed.metrics is None:
+        return None  # the simulator refused that load: nothing says which SLO bound
     bind = binding(failed.metrics, slo)
     mode = t.screened.cand.mode
     if mode == "disaggregated" and bind == "tpot":
@@ -203,7 +205,8 @@ def check_tracks(screened: List[Screened], base: RunConfig, slo: Dict, n: int, m
     from vidur_specdec.config import ConfigError
 
     pools = {v: [s for s in screened if s.verdict == v] for v in ("ranked", "estimate", "bound")}
-    pools["ranked"].sort(key=lambda s: -(s.est_tok_s_gpu or 0.0))
+    # a ranked-out twin of a survivor (the same shape, EPLB on or off) says little about the screen: last
+    pools["ranked"].sort(key=lambda s: (s.reason.endswith("is simulated"), -(s.est_tok_s_gpu or 0.0)))
     order = []
     while len(order) < n and any(pools.values()):
         for v in ("ranked", "bound", "estimate"):
