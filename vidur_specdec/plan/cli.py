@@ -66,7 +66,7 @@ def execute(args: argparse.Namespace, log: Optional[Callable[[str], None]] = pri
 
     from vidur_specdec.plan import run as plan_run
 
-    stage1 = plan_run.screen_stage(spec, say)  # ConfigError (nothing fits, nothing can meet the SLOs): nothing written
+    stage1 = plan_run.screen_stage(spec, say, jobs)  # ConfigError (nothing fits, nothing can meet the SLOs): nothing written
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     lock = FolderLock(out_dir)

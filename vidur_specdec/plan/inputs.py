@@ -297,8 +297,9 @@ def build_spec(config, overrides: Sequence[str], given: Mapping[str, Any],
         raise ConfigError(f"config: must be a YAML path, a mapping or None, got {type(config).__name__}")
     merged = {k: v for k, v in file_opts.items()}
     merged.update({k: v for k, v in given.items() if v is not None})
-    file_where = lambda name: f"plan.{name}" if name in file_opts and given.get(name) is None else where(name)  # noqa: E731
-    opts = check_options(merged, file_where)
+    caller = where
+    where = lambda name: f"plan.{name}" if name in file_opts and given.get(name) is None else caller(name)  # noqa: E731
+    opts = check_options(merged, where)
 
     run = dict(run)
     if opts["model"] is not None:

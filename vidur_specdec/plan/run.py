@@ -58,7 +58,7 @@ def _slo_text(spec: PlanSpec) -> str:
             f"({1000 / spec.slo_tpot_ms:.4g} tokens/s per user)")
 
 
-def screen_stage(spec: PlanSpec, say: Callable[[str], None]) -> Stage1:
+def screen_stage(spec: PlanSpec, say: Callable[[str], None], jobs: int = 1) -> Stage1:
     """Enumerate and screen; ConfigError when nothing fits or nothing can meet the SLOs."""
     from vidur_specdec.engine.resolve import resolve
     from vidur_specdec.hardware.devices import get_device
@@ -79,7 +79,7 @@ def screen_stage(spec: PlanSpec, say: Callable[[str], None]) -> Stage1:
     if not cands:
         raise ConfigError(f"--gpus: no deployment shape uses exactly {spec.gpus} GPUs within --max-gpus-per-instance "
                           f"{spec.max_gpus_per_instance} ({', '.join(spec.modes)})")
-    screened = screen(spec.base, cands, spec.slo, spec.top, spec.max_num_seqs, say)
+    screened = screen(spec.base, cands, spec.slo, spec.top, spec.max_num_seqs, say, jobs)
     live = [s for s in screened if s.verdict != "refused"]
     if not live:
         reasons = {}
@@ -226,7 +226,6 @@ def search_stage(spec: PlanSpec, st: Stage1, runner: Runner, say: Callable[[str]
                        "met_slo": sum(1 for c in checks if c.get("meets_slo")),
                        "beat_best": sum(1 for c in checks if c.get("beats_best"))}},
         "simulated_points": len(rows), "search_points": len(search_rows),
-        "points_simulated_now": runner.simulated, "points_from_journal": runner.reused,
         "requests_per_point": f"concurrency (warm-up, left out) + max({measured_requests(1)}, concurrency)",
         "best": best_desc,
         "best_per_class": {cls: (fr.describe(r, by_key) if r else None) for cls, r in per_class.items()},
@@ -244,6 +243,7 @@ def search_stage(spec: PlanSpec, st: Stage1, runner: Runner, say: Callable[[str]
         "base_config": spec.base.to_dict(),
     }
     say(f"plan: {len(st.screened)} candidates screened, {counts['survivor']} simulated under load: "
-        f"{len(search_rows)} points, {len(checks)} dropped candidates checked")
+        f"{len(search_rows)} points, {len(checks)} dropped candidates checked; {runner.simulated} points simulated "
+        f"now, {runner.reused} from the journal")
     best_cfg = best_point.config.to_dict()
     return Answer(rows, [screen_row(s) for s in st.screened], summary, best_cfg)

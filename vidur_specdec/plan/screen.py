@@ -23,8 +23,10 @@ pipeline's micro-batches), at most vLLM's serve default.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import math
+import multiprocessing as mp
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -52,6 +54,7 @@ class Screened:
     schedule: Optional[List[Tuple[int, int, int]]] = None
     start_load: Optional[int] = None
     overrides: Dict[str, Any] = field(default_factory=dict)  # its keys over the plan's base (load excluded)
+    default_seqs: Optional[int] = None  # vLLM's max_num_seqs for it (the decode pool's with pools)
     pricing: Dict[str, Any] = field(default_factory=dict)
     workload: Optional[est_mod.Workload] = None
 
@@ -129,45 +132,70 @@ def parents(c: Candidate) -> List[Candidate]:
     return out
 
 
-class Refusals:
-    """The simulator's refusal (or None) of each candidate, each checked once, parents first."""
+# what the screen's worker processes read (set before they fork; never pickled)
+_SHARED: Dict[str, Any] = {}
 
-    def __init__(self, base: RunConfig):
-        self.base = base
-        self.memo: Dict[Candidate, Optional[str]] = {}
-        self.prepared: Dict[Candidate, Tuple[RunConfig, Any]] = {}
 
-    def __call__(self, c: Candidate) -> Optional[str]:
-        if c in self.memo:
-            return self.memo[c]
-        why = None
+def estimate_job(i: int) -> Tuple:
+    """Candidate ``i``'s estimate in a worker (its prepared run inherited from the parent):
+    ``(estimate, workload, vLLM's max_num_seqs for it)``."""
+    cand, cfg, prepared = _SHARED["ready"][i]
+    e, w = estimate_one(cand, cfg, prepared, _SHARED["slo"])
+    seqs = cfg.scheduler.max_num_seqs if cand.mode == "colocated" else \
+        (cfg.disaggregation.decode.max_num_seqs or cfg.scheduler.max_num_seqs)
+    return e, w, seqs
+
+
+def _map(fn, n: int, jobs: int) -> List:
+    """``fn(i)`` for i < n on ``jobs`` forked processes (inline for one), in order."""
+    if jobs <= 1 or n <= 1 or "fork" not in mp.get_all_start_methods():
+        return [fn(i) for i in range(n)]
+    with cf.ProcessPoolExecutor(max_workers=min(jobs, n), mp_context=mp.get_context("fork")) as ex:
+        return list(ex.map(fn, range(n)))
+
+
+def refusals(base: RunConfig, cands: List[Candidate]) -> Dict[Candidate, Any]:
+    """Each candidate's refusal line, or its ``(config, prepared run)``; parents first (a refused parent refuses
+    its children without a check of their own). In this process: the fitted predictors stay here for the
+    estimates' and the simulations' forked workers."""
+    done: Dict[Candidate, Any] = {}
+
+    def check(c: Candidate):
+        if c in done:
+            return done[c]
         for p in parents(c):
-            r = self(p)
-            if r is not None:
-                why = r if r.startswith("as ") else f"as {p.shape.label} ({p.spec.name}): {r}"
-                break
-        if why is None:
-            try:
-                self.prepared[c] = check_and_prepare(self.base, c)
-            except ConfigError as e:
-                why = _first_line(e)
-        self.memo[c] = why
-        return why
+            r = check(p)
+            if isinstance(r, str):
+                done[c] = r if r.startswith("as ") else f"as {p.shape.label} ({p.spec.name}): {r}"
+                return done[c]
+        try:
+            done[c] = check_and_prepare(base, c)
+        except ConfigError as e:
+            done[c] = _first_line(e)
+        return done[c]
+
+    for c in cands:
+        check(c)
+    return done
 
 
 def screen(base: RunConfig, cands: List[Candidate], slo: Dict, top: int, max_num_seqs,
-           log: Callable[[str], None]) -> List[Screened]:
+           log: Callable[[str], None], jobs: int = 1) -> List[Screened]:
     """Every candidate's verdict (in candidate order); survivors carry their config, schedule and first load."""
     out: List[Screened] = []
-    refusal = Refusals(base)
+    checked = refusals(base, cands)
+    ready = [(c, *checked[c]) for c in cands if not isinstance(checked[c], str)]
+    _SHARED.update(ready=ready, slo=slo)
+    try:
+        estimates = dict(zip((r[0] for r in ready), _map(estimate_job, len(ready), jobs)))
+    finally:
+        _SHARED.clear()
     for c in cands:
-        why = refusal(c)
-        if why is not None:
-            out.append(Screened(c, "refused", why))
+        if isinstance(checked[c], str):
+            out.append(Screened(c, "refused", checked[c]))
             continue
-        cfg, prepared = refusal.prepared[c]
-        e, w = estimate_one(c, cfg, prepared, slo)
-        s = Screened(c, "", cfg=cfg, estimate=e, workload=w)
+        e, w, seqs = estimates[c]
+        s = Screened(c, "", estimate=e, workload=w, default_seqs=seqs)
         s.pricing = {"workload": {"isl_mean": round(w.isl, 3), "osl_mean": round(w.osl, 3),
                                   "prompt_at_percentile": w.prompt_at_p, "context": w.context}}
         if e.ttft_lb_ms > slo["ttft_ms"]:
@@ -227,9 +255,7 @@ def finish(s: Screened, base: RunConfig, max_num_seqs, slo: Dict) -> None:
     c = s.cand
     best = s.estimate.best or (s.estimate.curve[-1] if s.estimate.curve else {"batch": 1})
     b = best["batch"] * (c.shape.pp if c.mode == "colocated" else 1)  # PP micro-batches in flight
-    default = s.cfg.scheduler.max_num_seqs if c.mode == "colocated" else \
-        s.cfg.disaggregation.decode.max_num_seqs or s.cfg.scheduler.max_num_seqs
-    seqs = auto_seqs(b, default) if max_num_seqs == "auto" else int(max_num_seqs)
+    seqs = auto_seqs(b, s.default_seqs) if max_num_seqs == "auto" else int(max_num_seqs)
     s.max_num_seqs = seqs
     ov = c.overrides()
     if c.mode == "disaggregated":  # only the decode pool's batch is capped; the prefill pool keeps vLLM's default
@@ -246,6 +272,9 @@ def finish(s: Screened, base: RunConfig, max_num_seqs, slo: Dict) -> None:
         ov.update({"speculative.num_speculative_tokens": max(1, max(k for _, _, k in ranges)),
                    "speculative.num_speculative_tokens_per_batch_size": [list(r) for r in ranges]})
         cfg = build_config(base, ov)
+    from vidur_specdec.engine.simulation import prepare
+
+    prepare(cfg)  # its predictors fitted here, where the simulations' workers fork from
     s.cfg, s.overrides = cfg, ov
     if s.estimate.best is not None:
         s.start_load = max(1, int(round(est_mod.concurrency(s.estimate.best, s.workload, c.shape.gpus))))
@@ -265,17 +294,15 @@ def what_fits(base: RunConfig, ctxs: List[SearchContext], gpus: int) -> str:
     for ctx in ctxs:
         wide = SearchContext(64, ctx.device, 64, ctx.gpus_per_node if gpus > 8 else 8, ctx.is_moe, ctx.num_experts)
         best = None
+        # the fewest GPUs first, then the widest tensor parallelism (what vLLM users reach for first)
         for tp, pp, dp, ep in sorted(instance_shapes(wide, 64), key=lambda t: (t[0] * t[1] * t[2], -t[0], t[1], t[2])):
-            n = tp * pp * dp
-            if best is not None and n > best[0]:
-                break
             shape = Shape("colocated", ctx.device, tp=tp, pp=pp, dp=dp, ep=ep, replicas=1)
-            budget = base.scheduler.max_num_batched_tokens
             try:
-                check_and_prepare(base, Candidate(shape, NONE, budget))
+                check_and_prepare(base, Candidate(shape, NONE, base.scheduler.max_num_batched_tokens))
             except ConfigError:
                 continue
-            best = (n, shape.label)
+            best = (tp * pp * dp, shape.label)
+            break
         if best is None:
             found.append(f"no instance of up to 64 {ctx.device} GPUs fits")
             continue
