@@ -225,9 +225,7 @@ def read_plan_file(path) -> Tuple[Dict, Dict, Optional[Path]]:
     A file with a ``plan:`` section is a plan file: its ``base:`` (a run config path, relative to the file)
     is read first and its other top-level keys are merged over it; otherwise the file is the base run config.
     """
-    from vidur_specdec.config import read_yaml
-    from vidur_specdec.config.files import apply_overrides  # noqa: F401 (same merge rule as --set)
-    from vidur_specdec.config.files import _merge
+    from vidur_specdec.config import read_yaml, set_dotted
 
     path = Path(path)
     data = read_yaml(path)
@@ -257,7 +255,8 @@ def read_plan_file(path) -> Tuple[Dict, Dict, Optional[Path]]:
         from vidur_specdec.config.paths import resolve_paths
 
         resolve_paths(run, bp.resolve().parent)  # the base's relative paths against its own folder
-    _merge(run, data)
+    for key, value in data.items():  # the file's run-config keys over the base's, mappings key by key (as --set)
+        set_dotted(run, key, value)
     return run, dict(plan), base_dir
 
 
