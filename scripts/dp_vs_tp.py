@@ -117,7 +117,8 @@ def reading(res) -> list:
             "rank: 2.6× the time for 4× the tokens). At low load the rank sync costs speculation instead: a rank "
             "with a prefill chunk or more verify tokens sets every rank's step. The DP deployment is slower per GPU "
             f"throughout here ({span(gpu0['dp16-ep16'], '.0f')} against {span(gpu0['2xtp8'], '.0f')} tok/s per GPU "
-            "at k = 0), mostly by the all-to-all, which this simulator does not overlap with compute (next point).")
+            "at k = 0), mostly by the all-to-all, which every step here waits for in full (dual-batch overlap "
+            "off: next point).")
     return [text]
 
 

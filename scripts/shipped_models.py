@@ -8,9 +8,10 @@ and either the refusal (the first line of the ``ConfigError``) or the smallest d
 the first of H200 at tensor parallel 1, 2, 4, 8, then B200 and B300 at 8 (NVFP4 checkpoints: B200 at
 1, 2, 4, 8, then B300 at 8) whose memory plan leaves room for 16k tokens of KV per GPU — with
 ``speculative.method: mtp`` where it has MTP layers, its weights per GPU, the KV tokens per GPU left
-and where its routed experts are priced (the measured fused-MoE kernel, or the roofline). A memory
-plan and the kernel source's coverage only: nothing is simulated. ``--write`` puts the block between
-the ``shipped-models`` markers of docs/model.md (tests/test_shipped_models.py fails while it is stale).
+(a hybrid model's blocks, raised to hold its linear-attention state pages, in tokens) and where its
+routed experts are priced (the measured fused-MoE kernel, or the roofline). A memory plan and the kernel
+source's coverage only: nothing is simulated. ``--write`` puts the block between the ``shipped-models``
+markers of docs/model.md (tests/test_shipped_models.py fails while it is stale).
 """
 
 import sys
@@ -73,11 +74,13 @@ def deploy(name: str, spec):
             blocks = deployment.gpu_blocks(cfg, dep, head)
         except ConfigError:
             continue
-        if blocks is None or blocks * cfg.scheduler.block_size < KV_TOKENS:
+        if blocks is None:
             continue
-        mem = deployment._plan_at(cfg, dep, dep.tp, dep.draft_tp, head)
+        mem = deployment._plan_at(cfg, dep, dep.tp, dep.draft_tp, head)  # its block size: a hybrid model's is raised
+        if blocks * mem.block_size < KV_TOKENS:
+            continue
         weights = (mem.target_weight_bytes + mem.draft_weight_bytes) / GIB
-        return device, tp, weights, blocks * cfg.scheduler.block_size, _moe(dep)
+        return device, tp, weights, blocks * mem.block_size, _moe(dep)
     return None
 
 

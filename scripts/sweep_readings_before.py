@@ -3,7 +3,8 @@
 Copied from git (``git show COMMIT:sweeps/results/NAME.csv``): TPOT p50 ms, TTFT p50 ms and TPOT speedup, 4
 decimals, keyed (model, qps, method, k) (moe) or (model, device, qps, method, k). ROOFLINE, DEPLOYMENTS_ROOFLINE,
 EAGLE_ROOFLINE: the last recordings before the measured kernel tables;
-BEFORE_MLA: the last before DeepSeek's MLA was priced from the measured MLA module tables.
+BEFORE_MLA: the last before DeepSeek's MLA was priced from the measured MLA module tables;
+BEFORE_ROUTING: the last before every MoE step's routed experts were read by the experts it wakes.
 tests/test_sweep_readings.py compares them with git where the history is there.
 """
 
@@ -171,4 +172,60 @@ EAGLE_ROOFLINE = {
     ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 3): (8.6513, 1549.5195, 2.2596),
     ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 4): (7.7883, 1944.9954, 2.5100),
     ("meta-llama/Llama-3.1-8B-Instruct", "h100", 32.0, "eagle3", 5): (7.2088, 2300.7432, 2.7118),
+}
+
+# the recording before this round's routing model, all-reduce order and block pool (commit eb177c2)
+BEFORE_ROUTING_COMMIT = "eb177c2"
+BEFORE_ROUTING = {
+    ('Qwen/Qwen3-30B-A3B', 0.5, 'none', 0): (6.3958, 39.8784, 1.0000),
+    ('Qwen/Qwen3-30B-A3B', 4.0, 'none', 0): (20.0662, 61.7778, 1.0000),
+    ('Qwen/Qwen3-30B-A3B', 6.0, 'none', 0): (24.2547, 65.3337, 1.0000),
+    ('Qwen/Qwen3-30B-A3B', 0.5, 'eagle3', 3): (4.7586, 44.4052, 1.3441),
+    ('Qwen/Qwen3-30B-A3B', 4.0, 'eagle3', 3): (10.5855, 75.3611, 1.8956),
+    ('Qwen/Qwen3-30B-A3B', 6.0, 'eagle3', 3): (11.3622, 80.8150, 2.1347),
+    ('Qwen/Qwen3-30B-A3B', 0.5, 'ngram', 3): (3.3830, 40.2560, 1.8906),
+    ('Qwen/Qwen3-30B-A3B', 4.0, 'ngram', 3): (8.6490, 62.1312, 2.3201),
+    ('Qwen/Qwen3-30B-A3B', 6.0, 'ngram', 3): (9.8705, 69.2501, 2.4573),
+    ('meta-llama/Llama-3.2-3B-Instruct', 0.5, 'none', 0): (4.1919, 10.6845, 1.0000),
+    ('meta-llama/Llama-3.2-3B-Instruct', 4.0, 'none', 0): (4.3597, 11.6594, 1.0000),
+    ('meta-llama/Llama-3.2-3B-Instruct', 6.0, 'none', 0): (4.4377, 12.1693, 1.0000),
+    ('meta-llama/Llama-3.2-3B-Instruct', 0.5, 'ngram', 3): (1.8629, 10.8427, 2.2503),
+    ('meta-llama/Llama-3.2-3B-Instruct', 4.0, 'ngram', 3): (1.9190, 11.8265, 2.2718),
+    ('meta-llama/Llama-3.2-3B-Instruct', 6.0, 'ngram', 3): (1.9276, 12.0364, 2.3022),
+    ('openai/gpt-oss-120b', 0.5, 'none', 0): (5.4098, 36.7323, 1.0000),
+    ('openai/gpt-oss-120b', 3.0, 'none', 0): (8.0691, 58.3750, 1.0000),
+    ('openai/gpt-oss-120b', 4.5, 'none', 0): (12.1830, 61.4151, 1.0000),
+    ('openai/gpt-oss-120b', 0.5, 'eagle3', 3): (4.1392, 42.9138, 1.3070),
+    ('openai/gpt-oss-120b', 3.0, 'eagle3', 3): (5.8946, 67.3236, 1.3689),
+    ('openai/gpt-oss-120b', 4.5, 'eagle3', 3): (7.9677, 68.1116, 1.5291),
+    ('deepseek-ai/DeepSeek-V3', 0.5, 'none', 0): (13.6398, 61.6823, 1.0000),
+    ('deepseek-ai/DeepSeek-V3', 3.5, 'none', 0): (20.4595, 91.6359, 1.0000),
+    ('deepseek-ai/DeepSeek-V3', 5.0, 'none', 0): (24.0402, 98.1630, 1.0000),
+    ('deepseek-ai/DeepSeek-V3', 0.5, 'mtp', 1): (8.6923, 65.2158, 1.5692),
+    ('deepseek-ai/DeepSeek-V3', 3.5, 'mtp', 1): (12.3283, 98.4960, 1.6596),
+    ('deepseek-ai/DeepSeek-V3', 5.0, 'mtp', 1): (15.1496, 103.5381, 1.5868),
+    ('deepseek-ai/DeepSeek-V3.2', 0.5, 'none', 0): (19.7683, 63.4934, 1.0000),
+    ('deepseek-ai/DeepSeek-V3.2', 3.5, 'none', 0): (28.5743, 103.6848, 1.0000),
+    ('deepseek-ai/DeepSeek-V3.2', 5.0, 'none', 0): (31.4888, 110.2124, 1.0000),
+    ('deepseek-ai/DeepSeek-V3.2', 0.5, 'mtp', 1): (12.3079, 71.9665, 1.6061),
+    ('deepseek-ai/DeepSeek-V3.2', 3.5, 'mtp', 1): (17.1306, 111.7497, 1.6680),
+    ('deepseek-ai/DeepSeek-V3.2', 5.0, 'mtp', 1): (20.0013, 117.1182, 1.5743),
+    ('mistralai/Mixtral-8x7B-Instruct-v0.1', 0.5, 'none', 0): (10.0097, 39.4334, 1.0000),
+    ('mistralai/Mixtral-8x7B-Instruct-v0.1', 3.5, 'none', 0): (19.2750, 52.2815, 1.0000),
+    ('mistralai/Mixtral-8x7B-Instruct-v0.1', 5.5, 'none', 0): (19.6454, 55.3004, 1.0000),
+    ('mistralai/Mixtral-8x7B-Instruct-v0.1', 0.5, 'ngram', 3): (9.4834, 42.6579, 1.0555),
+    ('mistralai/Mixtral-8x7B-Instruct-v0.1', 3.5, 'ngram', 3): (12.1701, 59.2528, 1.5838),
+    ('mistralai/Mixtral-8x7B-Instruct-v0.1', 5.5, 'ngram', 3): (12.5090, 58.0302, 1.5705),
+    ('Qwen/Qwen3.5-122B-A10B', 0.5, 'none', 0): (5.8320, 32.5976, 1.0000),
+    ('Qwen/Qwen3.5-122B-A10B', 5.0, 'none', 0): (11.4805, 53.0637, 1.0000),
+    ('Qwen/Qwen3.5-122B-A10B', 7.5, 'none', 0): (15.1059, 55.7446, 1.0000),
+    ('Qwen/Qwen3.5-122B-A10B', 0.5, 'mtp', 1): (4.8479, 38.0047, 1.2030),
+    ('Qwen/Qwen3.5-122B-A10B', 0.5, 'mtp', 2): (4.1729, 38.9647, 1.3976),
+    ('Qwen/Qwen3.5-122B-A10B', 0.5, 'mtp', 3): (4.0126, 38.9828, 1.4534),
+    ('Qwen/Qwen3.5-122B-A10B', 5.0, 'mtp', 1): (8.2745, 60.3437, 1.3875),
+    ('Qwen/Qwen3.5-122B-A10B', 5.0, 'mtp', 2): (6.7913, 59.2731, 1.6905),
+    ('Qwen/Qwen3.5-122B-A10B', 5.0, 'mtp', 3): (6.5090, 65.4460, 1.7638),
+    ('Qwen/Qwen3.5-122B-A10B', 7.5, 'mtp', 1): (11.0977, 61.4269, 1.3612),
+    ('Qwen/Qwen3.5-122B-A10B', 7.5, 'mtp', 2): (9.3289, 69.7937, 1.6192),
+    ('Qwen/Qwen3.5-122B-A10B', 7.5, 'mtp', 3): (8.6270, 70.6996, 1.7510),
 }

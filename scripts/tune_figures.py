@@ -119,8 +119,9 @@ def render(name: str) -> str:
 
     out.append("* " + sentence(summ["capacity_explained"], at, unit == "concurrency"))
     out.append(f"* schedule `{_sched(summ['schedule'])}`"
-               + (f" (batch sizes {summ['schedule_extrapolated_batch_sizes'][0]}–"
-                  f"{summ['schedule_extrapolated_batch_sizes'][1]} from the step-cost model only)"
+               + (f" (it ends where the simulated loads' batches end; batch sizes "
+                  f"{summ['schedule_extrapolated_batch_sizes'][0]}–{summ['schedule_extrapolated_batch_sizes'][1]} "
+                  "take its last range's k, unsimulated)"
                   if summ.get("schedule_extrapolated_batch_sizes") else "") + "; ranges at least "
                f"{summ['schedule_choice']['min_range_width']} batch sizes wide; gain over the previous range's k "
                "against the price of the change: "

@@ -6,6 +6,22 @@ from pathlib import Path
 
 import pytest
 
+# Hypothesis profiles of the randomised tests (``HYPOTHESIS_PROFILE=nightly`` draws more): ci draws few
+# examples, derandomised, without shrinking (a failure prints its input as drawn)
+try:
+    from hypothesis import HealthCheck, Phase, settings
+
+    settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True, print_blob=True,
+                              database=None, phases=[Phase.explicit, Phase.generate],
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                     HealthCheck.function_scoped_fixture])
+    settings.register_profile("nightly", max_examples=600, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                     HealthCheck.function_scoped_fixture])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # pragma: no cover (hypothesis is a test dependency)
+    pass
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 MEASURED = SHARED / "vidur-profiles"

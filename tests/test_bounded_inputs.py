@@ -89,7 +89,7 @@ def test_a_sweep_named_tune_replaces_a_tune_folder_whole(tmp_path, capsys):
     rc = cli.main(["sweep", "--config", str(tmp_path / "s.yaml"), "--output-dir", str(d), "--jobs", "1",
                    "--overwrite"])
     assert rc == 0, capsys.readouterr().err
-    assert sorted(p.name for p in d.iterdir()) == [".tune.journal.jsonl", "tune.csv"]
+    assert sorted(p.name for p in d.iterdir()) == [".tune.journal.jsonl", "tune.csv", "tune.provenance.json"]
     assert "summary" not in (d / "tune.csv").read_text()[:10]
 
 

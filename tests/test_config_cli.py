@@ -160,3 +160,16 @@ def test_every_config_key_is_documented():
 
     for name in list(keys(RunConfig)) + [f.name for f in dataclasses.fields(LengthDist)]:
         assert f"`{name}`" in doc, name
+
+
+def test_the_example_config_lists_every_method():
+    """configs/default.yaml's comment on speculative.method names every registered proposer (and none)."""
+    import re
+
+    from vidur_specdec.config.registry import choices
+    from vidur_specdec.engine import resolve  # noqa: F401 (registers the methods)
+
+    line = next(x for x in (REPO / "configs" / "default.yaml").read_text().splitlines()
+                if x.strip().startswith("method:"))
+    listed = set(re.findall(r"[a-z_0-9]+", line.split("#", 1)[1]))
+    assert listed == set(choices("speculative.method")()), line

@@ -51,10 +51,11 @@ def test_linear_state_is_vllms_gated_delta_net_shape_with_a_slot_per_speculative
     assert m.state_bytes_per_request(1) == 45 * (conv_dim * 3 * 2 + ssm)
     assert m.state_bytes_per_request(8, 3) == 45 * 4 * (conv_dim // 8 * 6 * 2 + ssm // 8)
     assert m.kv_bytes_per_token(1) == 15 * 2 * 2 * 256 * 2  # only the full-attention layers grow
-    free = memory.plan(m, "h200", 16, 0.1, tp=8)
-    held = memory.plan(m, "h200", 16, 0.1, tp=8, state_reserve=64 * m.state_bytes_per_request(8, 3))
-    assert held.num_blocks < free.num_blocks and "state_reserve_bytes" in held.to_dict()
-    assert "state_reserve_bytes" not in free.to_dict()
+    # the state takes pages of the block pool: 3 groups of 15 gated-delta-net layers, 1 + k pages each
+    plain = memory.plan(m, "h200", 16, 0.1, tp=8)
+    spec = memory.plan(m, "h200", 16, 0.1, tp=8, num_spec=3)
+    assert (plain.state_pages, spec.state_pages) == (3, 12) and "state_pages" in spec.to_dict()
+    assert spec.block_size > plain.block_size > 16  # raised until an attention page holds a (wider) state page
 
 
 @pytest.mark.parametrize("field,value,named", [
@@ -98,7 +99,8 @@ def test_qwen35_runs_by_name_with_its_mtp_module_and_holds_its_state():
                 "speculative": {"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.8}})
     res = simulate(cfg)
     assert len(res.requests) == 12 and (res.steps["draft_ms"] > 0).any()
-    assert res.summary["memory"]["state_reserve_bytes"] == 4 * resolve_model(Q122).state_bytes_per_request(4, 2)
+    # 12 full-attention layers + the MTP layer make the group size 13: 36 linear layers in 3 groups, 1 + k pages each
+    assert res.summary["memory"]["state_pages"] == 3 * (1 + 2)
     assert "gdn_perf" in res.summary["kernel_sources"]["linear_attention"]
 
 

@@ -94,8 +94,8 @@ def test_stage_memory_holds_half_the_layers():
      "eagle3 under pipeline parallelism"),
     (["parallel.pipeline_parallel_size=2", "disaggregation.prefill_instances=1", "disaggregation.decode_instances=1"],
      "disaggregation.prefill_instances"),
-    (["parallel.pipeline_parallel_size=2", "model=Qwen/Qwen3.5-122B-A10B", "device=h200", "speculative.method=ngram"],
-     "mixes layer kinds"),
+    (["parallel.pipeline_parallel_size=2", "model=Qwen/Qwen3.5-122B-A10B", "device=h200"],
+     "eagle3 under pipeline parallelism"),
 ])
 def test_refusals(overrides, says):
     with pytest.raises(ConfigError) as e:

@@ -17,7 +17,7 @@ from conftest import REPO
 sys.path.insert(0, str(REPO))  # scripts/ as a package
 
 # script -> the run re-run on every test run (the cheapest of its file)
-SCRIPTS = {"dp_vs_tp": "2xtp8 c64 k0", "draft_kv_recompute": "disagg-deepseek-v3-mtp-2p2d p2000 transfer",
+SCRIPTS = {"dbo_throughput": "c256 k1 dbo-on", "dp_vs_tp": "2xtp8 c64 k0", "draft_kv_recompute": "disagg-deepseek-v3-mtp-2p2d p2000 transfer",
            "eagle_calibration": "eagle3 k4", "ngram_rate": "c1 none",
            "pp_vs_tp": "tp8 pp1 c8 none", "qwen35_schedule_threshold": "static c1"}
 

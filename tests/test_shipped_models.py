@@ -84,7 +84,7 @@ def test_qwen35_27b_with_its_explicit_head_size_runs_with_mtp():
     assert len(res.requests) == 3 and res.summary["method"] == "mtp"
     cfg = json.loads(json.dumps(load_aic_config("Qwen/Qwen3.5-27B")))
     del cfg["text_config"]["head_dim"]
-    with pytest.raises(ModelError, match="not a multiple of num_heads 24 .and head_dim is not given"):
+    with pytest.raises(ModelError, match="not a multiple of num_heads 24, and no head_dim is given"):
         model_from_hf_config(cfg, "x")
 
 

@@ -54,6 +54,7 @@ def test_a_contradicted_claim_stops_rendering(monkeypatch, tmp_path):
 @pytest.mark.parametrize("const,commit,name", [
     ("ROOFLINE", sweep_readings_before.ROOFLINE_COMMIT, "moe"),
     ("BEFORE_MLA", sweep_readings_before.BEFORE_MLA_COMMIT, "moe"),
+    ("BEFORE_ROUTING", sweep_readings_before.BEFORE_ROUTING_COMMIT, "moe"),
     ("DEPLOYMENTS_ROOFLINE", sweep_readings_before.ROOFLINE_COMMIT, "deployments"),
     ("EAGLE_ROOFLINE", sweep_readings_before.ROOFLINE_COMMIT, "eagle")])
 def test_earlier_recordings_are_what_git_holds(const, commit, name):

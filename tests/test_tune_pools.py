@@ -45,7 +45,8 @@ def test_a_point_runs_the_whole_deployment_and_reads_the_decode_pool_batch():
     assert out["ttft_ms_p50"] == pytest.approx(float(parts.median()))  # TTFT carries prefill and transfer
     assert (r.requests["ttft_kv_transfer_ms"] > 0).all()
     dec = r.steps[r.steps["pool"] == "decode"]["num_reqs"].median()
-    assert out["batch_size_p50"] == float(dec) != float(r.steps["num_reqs"].median())
+    pre = r.steps[r.steps["pool"] == "prefill"]["num_reqs"].median()
+    assert out["batch_size_p50"] == float(dec) != float(pre)  # the decode pool's batches, not the prefill pool's
 
 
 def test_a_pool_s_own_speculative_section_is_refused_in_one_line(tmp_path):

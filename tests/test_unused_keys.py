@@ -308,13 +308,30 @@ def test_template_keys_of_a_sweep_run_in_its_workers():
     """A base key some rows read stays in the other rows' configs; the worker runs them as checked."""
     from vidur_specdec.sweep.worker import run_row
 
+    sweep = load_sweep({"base": {"seed": 1, "workload": {"num_requests": 2, "qps": 3.0,
+                                                          "prompt_tokens": {"dist": "fixed", "value": 32},
+                                                          "output_tokens": {"dist": "fixed", "value": 4}}},
+                        "grid": {"workload.arrival": ["poisson", "static"]}})
+    static = sweep.rows[1].config_dict
+    assert static["workload"]["qps"] == 3.0
+    with pytest.raises(ConfigError, match="workload.qps: does nothing"):
+        load(static)  # loaded alone, as a user's file, it is refused
+    assert run_row(static)["metrics"]["num_steps"] > 0
+
+
+def test_a_method_switch_drops_the_old_method_s_keys_in_every_command():
+    """A row (or --set, or a tune point) switching the method drops what only the old method read: the row's
+    config loads alone, and the key stays in the rows whose method reads it."""
     sweep = load_sweep({"base": {"seed": 1, "workload": {"num_requests": 2, "arrival": "static",
                                                           "prompt_tokens": {"dist": "fixed", "value": 32},
                                                           "output_tokens": {"dist": "fixed", "value": 4}},
-                                 "speculative": {"fixed_cost_ms": 2.0}},
+                                 "speculative": {"method": "fixed", "fixed_cost_ms": 2.0}},
                         "grid": {"speculative.method": ["fixed", "ngram"]}})
-    ngram = sweep.rows[1].config_dict
-    assert ngram["speculative"]["fixed_cost_ms"] == 2.0
-    with pytest.raises(ConfigError, match="speculative.fixed_cost_ms: does nothing"):
-        load(ngram)  # loaded alone, as a user's file, it is refused
-    assert run_row(ngram)["metrics"]["num_steps"] > 0
+    fixed, ngram = (r.config_dict for r in sweep.rows)
+    assert fixed["speculative"]["fixed_cost_ms"] == 2.0
+    assert ngram["speculative"]["fixed_cost_ms"] == 0.5  # the schema's default: the base's value was dropped
+    assert load(ngram).speculative.method == "ngram"
+    cfg = load({"speculative": {"method": "fixed", "fixed_cost_ms": 2.0}}, ["speculative.method=ngram"])
+    assert cfg.speculative.fixed_cost_ms == 0.5
+    p = yaml.safe_dump(cfg.to_input())
+    assert load(yaml.safe_load(p)).speculative.method == "ngram"  # a written config loads again

@@ -194,3 +194,125 @@ def make_callable(module_name: str, api_module: str, func: str) -> None:
 
     CallablePackage.__call__.__doc__ = f"Call :func:`{api_module}.{func}`."
     sys.modules[module_name].__class__ = CallablePackage
+
+
+# --------------------------------------------------------------------------- Python API arguments
+# The Python API (``tune()``, ``sweep()``, ...) takes the command's options as keyword arguments and checks each
+# as the command line does: a value the option's parser would accept from its text (``jobs="2"``, ``loads="1,2"``)
+# is taken, anything else is one ConfigError naming the keyword. Never an int() or float() of a stranger type.
+
+
+def _api_error(name: str, what: str, v) -> ConfigError:
+    return ConfigError(f"{name}: must be {what}, got {str(repr(v))[:80]}")
+
+
+def api_int(name: str, v, lo: int = None, hi: int = None, allow_none: bool = True):
+    """An integer option (``--jobs``-style): an int, or its decimal text; bool and float refused."""
+    import numbers
+
+    if v is None and allow_none:
+        return None
+    what = "an integer" + (f" in [{lo}, {hi}]" if lo is not None and hi is not None
+                           else f" >= {lo}" if lo is not None else "")
+    if isinstance(v, str):
+        try:
+            n = int(v.strip())
+        except ValueError:
+            raise _api_error(name, what, v) from None
+    elif isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise _api_error(name, what, v)
+    else:
+        n = int(v)
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise _api_error(name, what, v)
+    return n
+
+
+def api_number(name: str, v, what: str, ok: Callable[[float], bool] = lambda x: True, allow_none: bool = True):
+    """A number option (``--slo-ttft-ms``-style): an int or float, or its text; bool refused; ``ok`` must hold."""
+    import math
+    import numbers
+
+    if v is None and allow_none:
+        return None
+    if isinstance(v, str):
+        try:
+            x = float(v.strip())
+        except ValueError:
+            raise _api_error(name, what, v) from None
+    elif isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise _api_error(name, what, v)
+    else:
+        x = float(v)
+    if not math.isfinite(x) or not ok(x):
+        raise _api_error(name, what, v)
+    return x
+
+
+def api_choice(name: str, v, choices, allow_none: bool = False):
+    """One of ``choices`` (an option with ``choices=``); anything else refused, never a silent default."""
+    if v is None and allow_none:
+        return None
+    if not isinstance(v, (str, int)) or isinstance(v, bool) or v not in choices:
+        raise _api_error(name, "one of " + ", ".join(map(str, choices)), v)
+    return v
+
+
+def api_bool(name: str, v) -> bool:
+    if not isinstance(v, bool):
+        raise _api_error(name, "true or false", v)
+    return v
+
+
+def api_text(name: str, v, allow_none: bool = True):
+    if v is None and allow_none:
+        return None
+    if not isinstance(v, str):
+        raise _api_error(name, "a string", v)
+    return v
+
+
+def api_path(name: str, v, allow_none: bool = True):
+    """A file or folder option: a str or os.PathLike (not bytes, not a number)."""
+    if v is None and allow_none:
+        return None
+    if isinstance(v, (bytes, bytearray)) or not isinstance(v, (str, os.PathLike)) or not str(os.fspath(v)):
+        raise _api_error(name, "a path (str or pathlib.Path)", v)
+    return v
+
+
+def api_overrides(v) -> list:
+    """``key.path=value`` overrides: one string (one override, never iterated by character) or a list of them."""
+    from vidur_specdec.config.files import override_list
+
+    return override_list(v)
+
+
+def api_loads(name: str, v):
+    """``--loads``: None, the command line's comma text (``"1,8,32"``), or a sequence of finite numbers."""
+    import numbers
+
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray, dict)) or not hasattr(v, "__iter__"):
+        raise _api_error(name, "a list of loads or their comma-separated text", v)
+    import math
+
+    out = []
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(float(x)):
+            raise _api_error(name, "a list of finite numbers (loads)", v)
+        out.append(repr(float(x)))
+    if not out:
+        raise _api_error(name, "a non-empty list of loads", v)
+    return ",".join(out)
+
+
+def api_message(message: str) -> str:
+    """A command's one-line error as the Python API says it: a leading ``--some-option`` named by its keyword
+    (``some_option``), so ``tune(loads="abc")`` is refused naming ``loads``, not ``--loads``."""
+    if not message.startswith("--"):
+        return message
+    head, sep, rest = message.partition(":")
+    word, space, tail = head.partition(" ")
+    return word[2:].replace("-", "_") + space + tail + sep + rest

@@ -38,7 +38,7 @@ import fnmatch
 import os
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from vidur_specdec.config.errors import ConfigError
 
@@ -47,7 +47,7 @@ LOCK_NAME = ".vidur_specdec.lock"  # the sweep/tune folder lock (vidur_specdec.s
 # command -> the file names (fnmatch patterns) it writes into its output folder
 OUTPUTS: Dict[str, Tuple[str, ...]] = {
     "run": ("requests.csv", "steps.csv", "summary.json", "config.yaml"),
-    "sweep": ("*.csv", ".*.journal.jsonl"),
+    "sweep": ("*.csv", ".*.journal.jsonl", "*.provenance.json"),
     "tune": ("tune.csv", "summary.json", "speculative_config.json", "engine_args.json", "tune.html",
              ".tune.journal.jsonl"),
     "plan": ("plan.csv", "screen.csv", "summary.json", "best.yaml", "plan.html", ".plan.journal.jsonl"),
@@ -66,7 +66,9 @@ for _step in ("validate replay", "validate calibrate", "validate compare"):
 
 # a wildcard pattern -> the bytes every file it names starts with, and a text its first line holds
 # (a sweep's table: ``row,row_id,...,sweep_hash``, vidur_specdec/sweep/table.py)
-HEADERS: Dict[str, Tuple[bytes, bytes]] = {"*.csv": (b"row,row_id,", b"sweep_hash")}
+HEADERS: Dict[str, Tuple[bytes, bytes]] = {"*.csv": (b"row,row_id,", b"sweep_hash"),
+                                           # a sweep's provenance (vidur_specdec/sweep/runner.py)
+                                           "*.provenance.json": (b'{"provenance":"sweep"', b"sweep_hash")}
 HEADER_BYTES = 1 << 16  # a header line is read from at most the first 64 KiB of a file
 
 
@@ -246,6 +248,47 @@ def check_file(path: Union[str, Path], option: str, inputs: Iterable[Union[str, 
     if marker is not None and not _holds(p, marker):
         raise ConfigError(f"{option}: {p} exists and was not written by this command (it would be replaced); "
                           "give another file name, or move that file away")
+    check_writable(parent, option)
+
+
+def check_result_file(path: Union[str, Path], option: str, command: str, overwrite: bool,
+                      inputs: Iterable[Union[str, Path]] = (), own: Optional[Callable[[Path], bool]] = None) -> None:
+    """The one output rule for a command that writes one *file* (``validate generate --out``), before any work.
+
+    A missing path is fine (its folder must be writable). An existing one is replaced only with
+    ``overwrite``, and then only when it is not an input of the command (the same file by any name),
+    ``own(path)`` says it is what ``command`` writes (a trace with the trace's header), and it is not
+    another command's result (a name another command writes, beside more of that command's files).
+    """
+    p = Path(path)
+    st = stat_path(p, option)
+    parent = p.parent if str(p.parent) else Path(".")
+    if st is not None and os.path.isdir(p):
+        raise ConfigError(f"{option}: {p} is a folder; give a file name")
+    pst = stat_path(parent, option)
+    if pst is not None and not os.path.isdir(parent):
+        raise ConfigError(f"{option}: {p} is under {parent}, which is a file, not a folder")
+    if st is None:
+        check_writable(parent, option)
+        return
+    for src in inputs:
+        s = stat_path(src, "input")
+        if s is not None and (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino):
+            raise ConfigError(f"{option}: {p} is also an input of this command ({src}); give another file name")
+    if not overwrite:
+        raise ConfigError(f"{option}: {p} exists; give another file name, or pass --overwrite to replace a "
+                          f"file `{command}` wrote")
+    names = entries(parent, option)
+    for other, patterns in OUTPUTS.items():
+        if other == command or not _matches(p.name, patterns, parent):
+            continue
+        mates = [n for n in names if n != p.name and not (parent / n).is_dir() and _matches(n, patterns, parent)]
+        if mates:
+            raise ConfigError(f"{option}: {p} is a result of `{other}` (beside its {_short(mates)}); "
+                              "--overwrite replaces only this command's own files; give another file name")
+    if own is not None and not own(p):
+        raise ConfigError(f"{option}: {p} exists and was not written by `{command}` (--overwrite replaces only "
+                          "this command's own files, never yours); give another file name, or move that file away")
     check_writable(parent, option)
 
 

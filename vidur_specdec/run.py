@@ -35,6 +35,7 @@ import yaml
 
 from vidur_specdec import console
 from vidur_specdec.config import ConfigError, read_yaml
+from vidur_specdec.config.files import naming
 from vidur_specdec.engine.resolve import load
 
 
@@ -137,7 +138,8 @@ class RunFolder:
         old = None
         try:
             os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; a run folder gets normal permissions
-            fill(tmp)
+            with naming(out, tmp):  # a full disk names the file it stopped (out/requests.csv), not the temp folder
+                fill(tmp)
             if out.is_dir() and any(out.iterdir()):
                 if not (self.overwrite or self._reserved):
                     raise ConfigError(f"{self.option}: {out} was filled by someone else during the run; "
@@ -193,15 +195,32 @@ def _keep_foreign(old_run: Path, out: Path, option: str) -> None:
 
 
 def _fill(result) -> Callable[[Path], None]:
-    def fill(tmp: Path) -> None:
-        result.requests.to_csv(tmp / "requests.csv", index=False, float_format=FLOAT_FORMAT)
-        result.steps.to_csv(tmp / "steps.csv", index=False, float_format=FLOAT_FORMAT)
-        (tmp / "summary.json").write_text(json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
-        (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_dict(), sort_keys=False))
+    def fill(tmp: Path) -> None:  # each write names its file if it fails (a full disk names none itself)
+        with naming(tmp / "requests.csv"):
+            result.requests.to_csv(tmp / "requests.csv", index=False, float_format=FLOAT_FORMAT)
+        with naming(tmp / "steps.csv"):
+            result.steps.to_csv(tmp / "steps.csv", index=False, float_format=FLOAT_FORMAT)
+        with naming(tmp / "summary.json"):
+            (tmp / "summary.json").write_text(json.dumps(_jsonable(result.summary), indent=2, sort_keys=True) + "\n")
+        with naming(tmp / "config.yaml"):
+            (tmp / "config.yaml").write_text(yaml.safe_dump(result.config.to_input(), sort_keys=False))
     return fill
 
 
 # --------------------------------------------------------------------------- the run subcommand
+
+
+def kv_cache_lines(prepared) -> list:
+    """vLLM's KV cache line of each replica (each pool's under disaggregation): its pool's tokens and its
+    maximum concurrency at ``max_model_len`` tokens per request (``summary.json`` ``memory``)."""
+    def line(mem) -> str:
+        note = mem.pool_note()
+        return mem.vllm_line() + (f" ({note})" if note else "")
+
+    pools = getattr(prepared, "pools", None)
+    if pools:
+        return [f"{pool.role} instance: {line(pool.prepared.memory)}" for pool in pools]
+    return [line(prepared.memory)]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -236,6 +255,12 @@ def run_one(args: argparse.Namespace) -> int:
     prepared = prepare(cfg)
     for w in prepared.warnings:  # values that run but are probably wrong (also in summary.json)
         print(f"warning: {w}", file=sys.stderr)
+    # lazy: start-up of `python -m vidur_specdec.main --help`
+    from vidur_specdec.speculation.proposers.pairing import describe_proposer
+
+    pairing = describe_proposer(cfg)["proposer_pairing_warning"]  # a head trained for another target
+    if pairing:
+        print(pairing, file=sys.stderr)
     n = len(prepared.specs)
     if n > ANNOUNCE_REQUESTS:  # a long run says so, with its memory estimate, before it starts
         print(f"run: {n:,} requests: about {n * BYTES_PER_REQUEST / 1e9:.1f} GB of memory "
@@ -260,6 +285,11 @@ def run_one(args: argparse.Namespace) -> int:
           f"E2E p50 {s['e2e_ms']['p50']:.0f} ms, {s['throughput_tok_s']:.0f} tok/s "
           f"({s['mean_acceptance_length']:.2f} mean acceptance length: tokens per decode step; "
           f"simulated in {wall:.1f} s)")
+    from vidur_specdec import provenance
+
+    print(provenance.line(s, result.config.speculative))  # where the numbers come from
+    for line in kv_cache_lines(prepared):
+        print(line)
     print(f"wrote {out_dir}/requests.csv, steps.csv, summary.json")
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.engine.metrics)
     from vidur_specdec.engine.metrics import flip_warning

@@ -20,7 +20,6 @@ A field this module cannot price is refused in one line naming it (for example
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -69,6 +68,7 @@ def model_from_hybrid_hf_config(cfg: Mapping, name: str, where: str) -> dict:
          **({"head_dim": _int(text, "head_dim", where)} if text.get("head_dim") is not None else {}),
          "attn_output_gate": _bool(text, "attn_output_gate", where, default=True),
          "linear_layers": types.count("linear_attention"),
+         "full_attention_layer_ids": ",".join(str(i) for i, t in enumerate(types) if t == "full_attention"),
          "linear_num_key_heads": _int(text, "linear_num_key_heads", where),
          "linear_num_value_heads": _int(text, "linear_num_value_heads", where),
          "linear_key_head_dim": _int(text, "linear_key_head_dim", where),
@@ -106,10 +106,14 @@ def aic_config_path(name: str) -> Optional[Path]:
     return path if path.is_file() else None
 
 
-def load_aic_config(name: str) -> Optional[dict]:
+def load_aic_config(name: str, where: str = "model") -> Optional[dict]:
+    """The shipped ``config.json`` for ``name`` (read by the checked reader: a corrupt file is one line naming
+    it), or None when aiconfigurator-core ships none."""
+    from vidur_specdec.architectures.config_json import read_config_json
+
     path = aic_config_path(name)
     if path is None:
         return None
-    cfg = json.loads(path.read_text(encoding="utf-8"))
+    cfg = dict(read_config_json(path, f"{where}: {name}"))
     cfg["_name_or_path"] = name  # the name it ships under (NVIDIA's Llama-3.1-70B FP8 carries a local path)
     return cfg

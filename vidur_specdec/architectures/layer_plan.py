@@ -98,6 +98,55 @@ def state_bytes_per_request(spec, tp: int = 1, num_spec: int = 0) -> int:
     return sum(n * MIXERS[m].state_bytes(spec, tp, num_spec) for m, n in mixer_counts(spec).items())
 
 
+def state_layers(spec) -> int:
+    """Decoder layers whose token mixer holds a fixed per-request state (vLLM's ``MambaSpec`` layers), count."""
+    return sum(n for m, n in mixer_counts(spec).items() if MIXERS[m].state_bytes(spec, 1, 0))
+
+
+def state_page_bytes(spec, tp: int = 1, num_spec: int = 0) -> int:
+    """One state layer's page on one GPU: its state for one slot (bytes; vLLM's ``MambaSpec.page_size_bytes``
+    before padding), the largest of the model's state mixers' (vLLM pads every state page to the largest)."""
+    return max((MIXERS[m].state_bytes(spec, tp, num_spec) // (1 + num_spec) for m in mixer_counts(spec)
+                if MIXERS[m].state_bytes(spec, 1, 0)), default=0)
+
+
+def full_attention_ids(spec) -> Tuple[int, ...]:
+    """0-based indices of a hybrid model's full-attention layers, in order (its config's ``layer_types``, kept in
+    ``full_attention_layer_ids``); without them, or when they do not fit the spec (a part of a model built by
+    ``dataclasses.replace``), spread evenly as ``full_attention_interval`` places them: layer ``i`` is full attention
+    when ``(i + 1) F / L`` passes a whole number (every fourth of 60 layers for 15 of them: 3, 7, ..., 59)."""
+    L = spec.num_layers
+    F = L - spec.linear_layers
+    text = getattr(spec, "full_attention_layer_ids", "")
+    if text:
+        ids = tuple(int(x) for x in text.split(","))
+        if len(ids) == F and all(0 <= i < L for i in ids):
+            return ids
+    return tuple(i for i in range(L) if (i + 1) * F // L > i * F // L)
+
+
+def linear_layers_in(spec, start: int, end: int) -> int:
+    """Linear-attention layers among decoder layers ``[start, end)`` (by position: :func:`full_attention_ids`)."""
+    if not spec.linear_layers:
+        return 0
+    full = sum(1 for i in full_attention_ids(spec) if start <= i < end)
+    return (end - start) - full
+
+
+def layers_part(spec, start: int, end: int):
+    """The spec of decoder layers ``[start, end)`` (a pipeline stage's): its own count of dense layers (the model's
+    leading ones) and of linear-attention layers by position; the model's other fields."""
+    from dataclasses import replace
+
+    n = end - start
+    dense = max(0, min(end, spec.dense_layers) - start)
+    if not spec.linear_layers:
+        return replace(spec, num_layers=n, dense_layers=dense)
+    ids = ",".join(str(i - start) for i in full_attention_ids(spec) if start <= i < end)
+    return replace(spec, num_layers=n, dense_layers=dense, linear_layers=linear_layers_in(spec, start, end),
+                   full_attention_layer_ids=ids)
+
+
 def window_bytes_per_request(spec, tp: int, dtype_bytes: int) -> int:
     """KV a request holds at most in window-bounded layers (bytes, one GPU; not charged as growing KV)."""
     total = 0
@@ -105,6 +154,18 @@ def window_bytes_per_request(spec, tp: int, dtype_bytes: int) -> int:
         w = MIXERS[m].window(spec)
         if w:
             total += n * w * _gqa_kv(spec, tp, dtype_bytes)
+    return total
+
+
+def window_kv_bytes_per_token(spec, tp: int, dtype_bytes: int) -> int:
+    """KV per token (bytes, all layers, one GPU) of the window-bounded layers that are not charged as growing
+    (sliding-window layers; chunked layers are charged as growing already). The memory plan prices its blocks
+    with it when nothing else grows (:func:`vidur_specdec.costs.memory.plan`)."""
+    total = 0
+    for m, n in mixer_counts(spec).items():
+        mixer = MIXERS[m]
+        if mixer.window(spec) and not mixer.kv_bytes_per_token(spec, tp, dtype_bytes):
+            total += n * _gqa_kv(spec, tp, dtype_bytes)
     return total
 
 

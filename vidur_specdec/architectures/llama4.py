@@ -41,12 +41,14 @@ def model_from_llama4_hf_config(cfg: Mapping, name: str, where: str) -> dict:
     if not isinstance(nope, list) or len(nope) != L or any(v not in (0, 1) for v in nope):
         raise _err(where, "no_rope_layers", f"must list {L} of 0/1")
     chunk = _int(text, "attention_chunk_size", where, default=0, minimum=0)
-    step = _int(text, "interleave_moe_layer_step", where, default=1, minimum=0)
+    # vLLM 0.33 llama4.py Llama4DecoderLayer: is_moe_layer = step > 0 and (i + 1) % step == 0, so 0 leaves no MoE
+    # layer at all while num_local_experts describes experts that would never run
+    step = _int(text, "interleave_moe_layer_step", where, default=1, minimum=1)
     n_moe = sum(1 for i in range(L) if step > 0 and (i + 1) % step == 0)
     f = _int(text, "intermediate_size", where)
     return {"name": str(cfg.get("_name_or_path") or name), "num_layers": L, "hidden_size": h, "num_heads": H,
             "num_kv_heads": _int(text, "num_key_value_heads", where, default=H),
-            "head_dim": _int(text, "head_dim", where, default=h // H),
+            **({"head_dim": _int(text, "head_dim", where)} if text.get("head_dim") is not None else {}),
             "vocab_size": _int(text, "vocab_size", where),
             "max_model_len": _int(text, "max_position_embeddings", where),
             "tie_word_embeddings": moe._bool(cfg, "tie_word_embeddings", where),

@@ -59,6 +59,11 @@ def model_from_dict(d: Mapping, where: str = "model") -> ModelSpec:
     if d.get("mamba_ssm_dtype") not in (None, "", "bfloat16", "float16", "float32"):
         raise ModelError(f"{where}: mamba_ssm_dtype must be float32, bfloat16 or float16, got {d['mamba_ssm_dtype']!r}")
     out["mamba_ssm_dtype"] = d.get("mamba_ssm_dtype") or ""
+    ids = d.get("full_attention_layer_ids") or ""
+    if ids:
+        if not isinstance(ids, str) or not all(x.strip().isdigit() for x in ids.split(",")):
+            raise ModelError(f"{where}: full_attention_layer_ids must be comma-separated layer indices, got {ids!r}")
+        out["full_attention_layer_ids"] = ",".join(str(i) for i in sorted({int(x) for x in ids.split(",")}))
     from vidur_specdec.architectures import quant
 
     if d.get("quantization") not in (None, "") + quant.METHODS:
@@ -105,6 +110,12 @@ def _check_shape(spec: ModelSpec, where: str, explicit_head_dim: bool = False) -
     if spec.linear_layers and not all(gdn):
         raise ModelError(f"{where}: linear_layers needs linear_num_key_heads, linear_num_value_heads, "
                          "linear_key_head_dim, linear_value_head_dim and linear_conv_kernel_dim")
+    if spec.full_attention_layer_ids:
+        ids = [int(x) for x in spec.full_attention_layer_ids.split(",")]
+        if not spec.linear_layers or len(ids) != spec.num_layers - spec.linear_layers or ids[-1] >= spec.num_layers:
+            raise ModelError(f"{where}: full_attention_layer_ids must list the {spec.num_layers - spec.linear_layers} "
+                             f"full-attention layers (indices below num_layers {spec.num_layers}) beside "
+                             f"linear_layers {spec.linear_layers}")
     index = (spec.index_n_heads, spec.index_head_dim, spec.index_topk)
     if any(index) and not (all(index) and spec.kv_lora_rank):
         raise ModelError(f"{where}: sparse attention needs index_n_heads, index_head_dim and index_topk all set, "
@@ -112,12 +123,33 @@ def _check_shape(spec: ModelSpec, where: str, explicit_head_dim: bool = False) -
     if bool(spec.global_head_dim) != bool(spec.global_kv_heads) or (spec.global_head_dim and not spec.sliding_layers):
         raise ModelError(f"{where}: global_head_dim and global_kv_heads go together, beside sliding_layers")
     if spec.num_heads % spec.num_kv_heads:
-        raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads}")
-    if spec.hidden_size % spec.num_heads and not (explicit_head_dim and spec.vidur_q_heads % 8 == 0):
-        # Vidur's ReplicaConfig asserts embedding_dim % num_q_heads == 0; with head_dim given explicitly it is given
-        # ModelSpec.vidur_q_heads instead (it must still split over every tensor-parallel size, 1 to 8)
-        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}"
-                         + ("" if explicit_head_dim else " (and head_dim is not given)"))
+        # vLLM 0.33 model_executor/layers/attention/attention.py: assert num_heads % num_kv_heads == 0
+        raise ModelError(f"{where}: num_heads {spec.num_heads} is not a multiple of num_kv_heads {spec.num_kv_heads} "
+                         "(vLLM's attention layer groups query heads evenly over KV heads)")
+    if spec.hidden_size % spec.num_heads and not explicit_head_dim:
+        # without head_dim, vLLM and transformers take hidden_size // num_heads; a remainder means the config is
+        # missing its head_dim (a model with its own head_dim, such as Qwen3.5-27B's 256, needs no multiple)
+        raise ModelError(f"{where}: hidden_size {spec.hidden_size} is not a multiple of num_heads {spec.num_heads}, "
+                         "and no head_dim is given; give head_dim")
+    if spec.sliding_layers and not spec.sliding_window:
+        # vLLM 0.33 attention.py: a layer without a window (per_layer_sliding_window None) attends everything
+        raise ModelError(f"{where}: sliding_layers {spec.sliding_layers} without sliding_window; a layer without a "
+                         "window is full attention in vLLM (give sliding_window, or drop sliding_layers)")
+    if spec.chunked_layers and not spec.attention_chunk_size:
+        # vLLM 0.33 llama4.py: use_chunked_local_attn = not nope and config.attention_chunk_size
+        raise ModelError(f"{where}: chunked_layers {spec.chunked_layers} without attention_chunk_size; vLLM runs a "
+                         "layer without a chunk size as full attention (give attention_chunk_size)")
+    if spec.kv_lora_rank and not (spec.qk_rope_head_dim and spec.v_head_dim and spec.head_dim > spec.qk_rope_head_dim):
+        # vLLM 0.33 deepseek_v2.py DeepseekV2MLAAttention: q split into nope and rope parts, values at v_head_dim
+        raise ModelError(f"{where}: multi-head latent attention (kv_lora_rank {spec.kv_lora_rank}) needs "
+                         f"qk_rope_head_dim, v_head_dim and a nope part (head_dim - qk_rope_head_dim) all > 0; got "
+                         f"qk_rope_head_dim {spec.qk_rope_head_dim}, v_head_dim {spec.v_head_dim}, head_dim "
+                         f"{spec.head_dim}")
+    if spec.linear_layers and spec.linear_num_value_heads % spec.linear_num_key_heads:
+        # vLLM 0.33 qwen_gdn_linear_attn.py groups the value heads under each key head (num_v_heads // num_k_heads)
+        raise ModelError(f"{where}: linear_num_value_heads {spec.linear_num_value_heads} is not a multiple of "
+                         f"linear_num_key_heads {spec.linear_num_key_heads} (vLLM's gated delta net groups value "
+                         "heads under key heads)")
 
 
 # Dense decoders read as Llama (LlamaConfig's field names; ``head_dim`` given explicitly where it is): Qwen3
@@ -169,6 +201,9 @@ def _model_from_hf_config(cfg: Mapping, name: str, where: str = "model") -> Mode
     if not isinstance(cfg, Mapping):
         raise ModelError(f"{where}: a config.json must hold a JSON object")
     archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ModelError(f"{where}: config.json field 'architectures' must be a list of class names, got "
+                         f"{str(archs)[:80]!r}")
     # lazy: start-up of `python -m vidur_specdec.main --help` (would load vidur_specdec.architectures.moe)
     from vidur_specdec.architectures import gemma4, hybrid, llama4, moe
     from vidur_specdec.architectures.wrapped import WRAPPED

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
 from vidur_specdec.architectures.errors import ModelError
 from vidur_specdec.architectures.known import KNOWN_MODELS
+from vidur_specdec.architectures.config_json import read_config_json
 from vidur_specdec.architectures.parse import model_from_dict, model_from_hf_config
 from vidur_specdec.architectures.spec import ModelSpec
 from vidur_specdec.config.files import parse_yaml_text  # duplicate keys refused, as in any config file
@@ -49,17 +49,14 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
     if not _is_file(path):
         raise ModelError(f"{key}: file not found: {path}")
     where = f"{key}: {path}"
+    if path.suffix == ".json":
+        data = read_config_json(path, key)  # unreadable, not UTF-8, not a JSON object: one line naming it
+        return model_from_hf_config(_with_hf_quant(data, path.parent / "hf_quant_config.json", where),
+                                    path.parent.name or path.stem, where)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         raise ModelError(f"{where}: cannot read the file") from None
-    if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            raise ModelError(f"{where}: is not valid JSON") from None
-        return model_from_hf_config(_with_hf_quant(data, path.parent / "hf_quant_config.json", where),
-                                    path.parent.name or path.stem, where)
 
     data = parse_yaml_text(text, str(path), key)
     if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
@@ -70,11 +67,11 @@ def resolve_model(value: Union[str, Path, Mapping, ModelSpec], key: str = "model
 @lru_cache(maxsize=256)
 def _shipped_model(name: str, key: str) -> Optional[ModelSpec]:
     """The spec of the config.json aiconfigurator-core ships for ``name`` (read once per process), or None."""
-    shipped = _shipped_config(name)
+    shipped = _shipped_config(name, key)
     return None if shipped is None else model_from_hf_config(shipped, name, f"{key}: {name}")
 
 
-def _shipped_config(name: str) -> Optional[Mapping]:
+def _shipped_config(name: str, key: str = "model") -> Optional[Mapping]:
     """The ``config.json`` aiconfigurator-core ships for Hugging Face model ``name`` (its ``model_configs/``), or
     None (the name is then a path or unknown); an architecture that cannot be priced is refused by
     :func:`model_from_hf_config` in one line naming it."""
@@ -82,7 +79,7 @@ def _shipped_config(name: str) -> Optional[Mapping]:
         return None
     from vidur_specdec.architectures import hybrid  # lazy: start-up
 
-    cfg = hybrid.load_aic_config(name)
+    cfg = hybrid.load_aic_config(name, key)
     if cfg is None:
         return None
     path = hybrid.aic_config_path(name)
@@ -95,10 +92,7 @@ def _with_hf_quant(cfg, path: Path, where: str):
     the quantization config in a separate hf_quant_config.json")."""
     if not isinstance(cfg, Mapping) or not _is_file(path):
         return cfg
-    try:
-        hf_quant = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise ModelError(f"model: {where}: {path.name} is not valid JSON") from None
+    hf_quant = read_config_json(path, f"model: {where}")  # unreadable or not a JSON object: one line naming it
     from vidur_specdec.architectures import checkpoint_format
 
-    return checkpoint_format.attach_hf_quant_config(cfg, hf_quant if isinstance(hf_quant, Mapping) else None)
+    return checkpoint_format.attach_hf_quant_config(cfg, hf_quant)

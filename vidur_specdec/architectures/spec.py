@@ -61,6 +61,9 @@ class ModelSpec:
     linear_conv_kernel_dim: int = 0  # causal conv width K (tokens)
     attn_output_gate: bool = False  # full-attention layers gate their output (q_proj twice as wide)
     mamba_ssm_dtype: str = ""  # recurrent-state element: "" (model dtype, bf16) or float32
+    # where the full-attention layers of a hybrid model sit: comma-separated 0-based indices (its config's
+    # layer_types); "" = spread evenly (layer_plan.full_attention_ids). Pipeline stages take their own by position.
+    full_attention_layer_ids: str = ""
     chunked_layers: int = 0  # layers of chunked local attention (Llama 4, architectures/llama4.py)
     attention_chunk_size: int = 0  # tokens of one attention chunk
     # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5; 0: dense MLA): a lightning indexer of index_n_heads heads of
@@ -173,6 +176,7 @@ OPTIONAL_FIELDS = ("num_experts", "experts_per_token", "expert_ffn_size", "dense
                    "sliding_window", "sliding_layers", "quantization", "kv_cache_dtype", "mtp_layers",
                    "linear_layers", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
                    "linear_value_head_dim", "linear_conv_kernel_dim", "attn_output_gate", "mamba_ssm_dtype",
+                   "full_attention_layer_ids",
                    "chunked_layers", "attention_chunk_size", "index_n_heads", "index_head_dim", "index_topk",
                    "global_head_dim", "global_kv_heads", "attention_k_eq_v", "moe_routing", "bf16_parts")
 

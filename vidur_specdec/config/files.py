@@ -7,6 +7,7 @@ Everything here works on plain mappings, before validation
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from pathlib import Path
@@ -237,6 +238,26 @@ def read_yaml(path: Union[str, Path], what: str = "--config") -> Dict:
 
 MAX_TABLE_BYTES = 4 << 30  # a CSV table (profile, trace, measured or step log) is at most 4 GiB
 MAX_SHOWN_COLUMNS = 8  # columns listed in a message about a table's header
+
+
+@contextlib.contextmanager
+def naming(dest: Union[str, Path], tmp: Union[str, Path, None] = None):
+    """Inside: an OSError names the user's path ``dest`` (``error: runs/x/requests.csv: No space left on
+    device``), not a temporary sibling nor nothing at all (a write that ran out of space names no file).
+    ``tmp``: a temporary file or folder standing in for ``dest``; a path under it is named under ``dest``."""
+    try:
+        yield
+    except OSError as e:
+        name = e.filename
+        if name is None:
+            name = dest
+        elif tmp is not None:
+            try:
+                name = Path(dest) / Path(name).relative_to(Path(tmp)) if Path(name) != Path(tmp) else dest
+            except ValueError:
+                pass
+        what = e.strerror or str(e) or type(e).__name__
+        raise OSError(e.errno, what, str(name)) from None
 
 
 def read_csv_table(path: Union[str, Path], what: str, columns: Sequence[str] = (),

@@ -7,10 +7,17 @@ lists the path-valued dotted keys; :func:`resolve_paths` rewrites them in a raw
 mapping before validation; :func:`resolve_path` is the one helper for code that
 reads another path-valued key (``resolve_path(value, cfg.base_dir)``).
 Re-exported by :mod:`vidur_specdec.config`.
+
+A ``predictor.cache_dir`` that a config file names inside its own folder is not
+trusted (a config folder from someone else could hold doctored cache entries
+that would change every answer): it is dropped, so the run uses the per-user
+cache, with one ``warning:`` line (:func:`untrusted_cache_dir`). A folder named
+outside the config's folder, or given with ``--set``, is used as named.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Union
 
@@ -50,8 +57,28 @@ def resolve_path(value: Any, base: Union[str, Path, None], keywords: Sequence[st
     return str(Path(base) / p)
 
 
+CACHE_KEY = "predictor.cache_dir"
+_WARNED = set()  # cache folders already said to be untrusted in this process
+
+
+def untrusted_cache_dir(value: Any, base: Union[str, Path]) -> bool:
+    """True when ``value`` (a resolved ``predictor.cache_dir``) lies inside the config folder ``base``."""
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        Path(value).expanduser().resolve().relative_to(Path(base).resolve())
+    except ValueError:
+        return False
+    except (OSError, RuntimeError):  # a loop or a name the OS refuses: not trusted either
+        return True
+    return True
+
+
 def resolve_paths(data: Dict, base: Union[str, Path, None]) -> Dict:
-    """Resolve every :data:`PATH_KEYS` value present in the raw mapping ``data`` against ``base`` (in place)."""
+    """Resolve every :data:`PATH_KEYS` value present in the raw mapping ``data`` against ``base`` (in place).
+
+    A ``predictor.cache_dir`` inside ``base`` is set to None (the per-user cache), with one warning line.
+    """
     if base is None or not isinstance(data, dict):
         return data
     for key, (keywords, suffixes) in PATH_KEYS.items():
@@ -61,4 +88,11 @@ def resolve_paths(data: Dict, base: Union[str, Path, None]) -> Dict:
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict) and last in node:
             node[last] = resolve_path(node[last], base, keywords, suffixes)
+            if key == CACHE_KEY and untrusted_cache_dir(node[last], base):
+                if node[last] not in _WARNED:
+                    _WARNED.add(node[last])
+                    print(f"warning: {CACHE_KEY}: {node[last]} is inside the config's own folder {base}, whose "
+                          "cache entries are not trusted; using the per-user cache (name a folder outside the "
+                          "config's folder to share one)", file=sys.stderr)
+                node[last] = None
     return data

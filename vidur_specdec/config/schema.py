@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from vidur_specdec.config.disaggregation import DisaggregationConfig
+from vidur_specdec.config.disaggregation import MAX_DP, DisaggregationConfig
 from vidur_specdec.config.errors import ConfigError
 from vidur_specdec.config.fields import _build, _f
 from vidur_specdec.config.paths import resolve_paths
 from vidur_specdec.config.registry import choices
 from vidur_specdec.config import unused
-from vidur_specdec.config.vllm_defaults import drop_partners
 from vidur_specdec.config.files import apply_overrides, read_yaml
+from vidur_specdec.config.overlay import assignments, without_replaced
 
 
 LENGTH_DISTS = ("fixed", "uniform", "lognormal")
@@ -101,7 +101,7 @@ class SchedulerConfig:
 
     chunk_size: Optional[int] = _f(None, lo=1, hi=1_000_000, doc="alias of max_num_batched_tokens")
     batch_size_cap: Optional[int] = _f(None, lo=1, hi=100_000, doc="alias of max_num_seqs")
-    block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block")
+    block_size: int = _f(16, lo=1, hi=1024, doc="tokens per KV block (a hybrid model's raised as vLLM raises it)")
     num_blocks: Optional[int] = _f(None, lo=1, hi=100_000_000, doc="target KV blocks; null = from GPU memory")
     watermark_blocks_fraction: float = _f(0.01, lo=0.0, hi=0.5)
     memory_margin_fraction: Optional[float] = _f(None, lo=0.0, hi=0.9,
@@ -125,13 +125,22 @@ class ParallelConfig:
                                                  "whole experts per GPU")
 
     # --- data parallelism (vLLM's --data-parallel-size): attention per rank, experts over all ranks ---
-    data_parallel_size: int = _f(1, lo=1, hi=64, doc="attention ranks of one replica, each with its own KV "
-                                                     "and scheduler; MoE experts over all ranks (needs "
-                                                     "enable_expert_parallel); steps synchronised")
+    data_parallel_size: int = _f(1, lo=1, hi=MAX_DP, doc="attention ranks of one replica, each with its own KV "
+                                                         "and scheduler; MoE experts over all ranks (needs "
+                                                         "enable_expert_parallel); steps synchronised")
     enable_eplb: bool = _f(False, doc="vLLM's name: expert-parallel load balancing (redundant experts placed "
                                       "by load)")
     num_redundant_experts: int = _f(0, lo=0, hi=4096, doc="vLLM's eplb_config.num_redundant_experts: spare "
                                                           "expert copies over the EP GPUs (needs enable_eplb)")
+    # --- dual-batch overlap (vLLM 0.33 vllm/config/parallel.py: enable_dbo, dbo_*_token_threshold) ---
+    enable_dbo: bool = _f(False, doc="vLLM's --enable-dbo: each step split into two micro-batches whose MoE "
+                                     "dispatch/combine overlap the other's compute (needs data_parallel_size > 1)")
+    dbo_decode_token_threshold: int = _f(32, lo=0, hi=1_000_000,
+                                         doc="vLLM's name and default: a decode-only step is split when every "
+                                             "rank has at least this many tokens")
+    dbo_prefill_token_threshold: int = _f(512, lo=0, hi=1_000_000,
+                                          doc="vLLM's name and default: a step with a prefill chunk is split when "
+                                              "every rank has at least this many tokens")
     pipeline_parallel_size: int = _f(1, lo=1, hi=16,
                                      doc="vLLM's name: pipeline stages per replica, each with tensor_parallel_size "
                                          "GPUs and its share of the layers (vLLM's split)")
@@ -307,6 +316,22 @@ class RunConfig:
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def to_input(self) -> Dict[str, Any]:
+        """:meth:`to_dict` less what resolving the config wrote into it, so the mapping resolves again to
+        this config: the conditional rates ``acceptance_per_position`` that ``acceptance_source: published``
+        (the library's row at the run's k) and ``acceptance_at_k`` (the family's per-position model) put there.
+        What a sweep row or tune point hands its worker, a run's ``config.yaml`` and a RunConfig passed to
+        ``load``/``simulate``/``tune`` are built from."""
+        d = self.to_dict()
+        spec = d["speculative"]
+        if spec.get("acceptance_source") == "published":
+            for key in ACCEPTANCE_KEYS:
+                spec[key] = None
+            spec["proposal_rate"] = 1.0  # n-gram and suffix: the library's row gives it, with the rates
+        if spec.get("acceptance_at_k") is not None:
+            spec["acceptance_per_position"] = None
+        return d
+
 
 def _check_cross_fields(cfg: RunConfig) -> None:
     """Constraints between fields of the schema itself; each error names the key to change.
@@ -337,20 +362,6 @@ def _check_cross_fields(cfg: RunConfig) -> None:
                           "(both 0 = colocated)")
 
 
-def _drop_file_acceptance(data, overrides) -> None:
-    """``--set speculative.acceptance_source=published`` replaces the acceptance keys of the file it overrides."""
-    from vidur_specdec.config.files import override_list, parse_set
-
-    spec = data.get("speculative") if isinstance(data, dict) else None
-    if not isinstance(spec, dict):
-        return
-    for assignment in override_list(overrides):
-        key, value = parse_set(assignment)[:2]
-        if key == "speculative.acceptance_source" and value == "published":
-            for name in ACCEPTANCE_KEYS:
-                spec.pop(name, None)
-
-
 def build_config(data: Optional[Mapping], shared: Sequence[str] = ()) -> RunConfig:
     """Validate a (possibly partial) mapping against the schema and return a full :class:`RunConfig`.
 
@@ -369,7 +380,7 @@ def build_config(data: Optional[Mapping], shared: Sequence[str] = ()) -> RunConf
     return cfg
 
 
-def _check_file_alone(data: Mapping, given: Sequence[str]) -> None:
+def check_file_alone(data: Mapping, given: Sequence[str]) -> None:
     """The file's own keys against the file's own modes (a ``--set`` of a mode keeps the file as a template)."""
     try:
         alone = _build(RunConfig, data, "")
@@ -389,8 +400,10 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
     working directory. The result's ``base_dir`` attribute is that folder
     (None for the working directory).
     """
+    if base_dir is not None and (isinstance(base_dir, (bytes, bytearray)) or not isinstance(base_dir, (str, Path))):
+        raise ConfigError(f"base_dir: must be a folder (str or pathlib.Path), got {str(repr(base_dir))[:80]}")
     if isinstance(source, RunConfig):
-        data = source.to_dict()
+        data = source.to_input()
         base_dir = base_dir if base_dir is not None else getattr(source, "base_dir", None)
     elif isinstance(source, (str, Path)):
         data = read_yaml(source)
@@ -400,14 +413,14 @@ def read_config(source: Union[str, Path, Mapping, RunConfig, None], overrides: U
             raise ConfigError(f"config: must be a YAML path, a mapping or a RunConfig, got {type(source).__name__}")
         data = copy.deepcopy(dict(source or {}))
     resolve_paths(data, base_dir)
-    drop_partners(data, overrides)  # --set of one name of an aliased pair replaces the file's other name
-    _drop_file_acceptance(data, overrides)
+    # what the --set values replace in the file: an aliased name, the acceptance, an old method's keys
+    data = without_replaced(data, assignments(overrides))
     given = unused.leaves(apply_overrides({}, overrides))  # the keys --set gives, checked whatever their value
     kept = [k for k in unused.leaves(data) if not any(unused.overlaps(k, g) for g in given)]
     if isinstance(source, RunConfig):
         kept = [unused.CHECKED]  # built and checked once; keys a --set of a mode left as a template stay
     elif given:
-        _check_file_alone(data, given)
+        check_file_alone(data, given)
     cfg = build_config(apply_overrides(data, overrides), shared=kept if given or isinstance(source, RunConfig) else ())
     unused.check_given(given, cfg)
     cfg.base_dir = Path(base_dir) if base_dir is not None else None

@@ -34,6 +34,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from vidur_specdec.config.disaggregation import MAX_DP
 from vidur_specdec.config.errors import ConfigError
 
 CHECKED = "*"  # in ``shared``: a config built and checked before (a RunConfig, a sweep row or tune point sent to a worker)
@@ -63,8 +64,9 @@ def _pool_rows() -> Tuple[Use, ...]:
         ("kv_transfer_latency_ms", "the KV link's latency"),
         ("draft_kv", "whether the drafter's KV is transferred or recomputed"))]
     for role in ("prefill", "decode"):
-        for k in ("tensor_parallel_size", "enable_expert_parallel", "device", "max_num_batched_tokens",
-                  "max_num_seqs", "speculative"):
+        for k in ("tensor_parallel_size", "enable_expert_parallel", "data_parallel_size", "enable_eplb",
+                  "num_redundant_experts", "enable_dbo", "dbo_decode_token_threshold", "dbo_prefill_token_threshold",
+                  "device", "max_num_batched_tokens", "max_num_seqs", "speculative"):
             rows.append(Use(f"disaggregation.{role}.{k}", pools, on, f"the {role} pool's own {k}"))
     return tuple(rows)
 
@@ -119,6 +121,12 @@ USES: Tuple[Use, ...] = (
     Use("parallel.enable_eplb", "parallel.enable_expert_parallel", (True,),
         "EPLB's placement of the experts over the expert-parallel GPUs"),
     Use("parallel.num_redundant_experts", "parallel.enable_eplb", (True,), "EPLB's spare expert copies"),
+    Use("parallel.enable_dbo", "parallel.data_parallel_size", range(2, MAX_DP + 1),
+        "dual-batch overlap: two micro-batches, one's all-to-all under the other's compute"),
+    Use("parallel.dbo_decode_token_threshold", "parallel.enable_dbo", (True,),
+        "the tokens per rank from which a decode-only step is split"),
+    Use("parallel.dbo_prefill_token_threshold", "parallel.enable_dbo", (True,),
+        "the tokens per rank from which a step with a prefill chunk is split"),
     # --- workload: per arrival mode ---
     Use("workload.qps", ARRIVAL, ("poisson",), "the Poisson arrival rate"),
     Use("workload.concurrency", ARRIVAL, ("closed",), "the requests kept in flight"),
@@ -131,6 +139,32 @@ USES: Tuple[Use, ...] = (
     # --- disaggregation: read only with prefill and decode pools ---
     *_pool_rows(),
 )
+
+# speculative.* keys a prefill instance never reads: it serves each prompt with max_tokens=1 (vLLM's disaggregated
+# proxy), so it never verifies a guess; what it does read is the drafter it holds (method, model, k's lookahead
+# slots, the draft model and its profiles), which must match the decode pool's EAGLE/MTP config anyway.
+PREFILL_UNREAD = ("acceptance_rate", "mean_acceptance_length", "acceptance_at_k", "acceptance_source",
+                  "acceptance_factors", "acceptance_spread", "acceptance_trace", "acceptance_per_position",
+                  "acceptance_histogram", "verify_attention", "verify_interpolation_weight", "proposal_rate",
+                  "proposal_spread", "prompt_lookup_min", "prompt_lookup_max", "ngram_cost_ms", "fixed_cost_ms",
+                  "suffix_cost_ms", "suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+                  "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob",
+                  "num_speculative_tokens_per_batch_size", "draft_sample_method")
+
+
+def pool_refusal(cfg) -> Optional[str]:
+    """The refusal of a prefill pool's speculative key that a prefill instance never reads, or None."""
+    d = getattr(cfg, "disaggregation", None)
+    spec = getattr(getattr(d, "prefill", None), "speculative", None)
+    if d is None or not d.enabled or not isinstance(spec, dict):
+        return None
+    for key in spec:
+        if key in PREFILL_UNREAD:
+            return (f"disaggregation.prefill.speculative.{key}: does nothing: a prefill instance serves each prompt "
+                    "with max_tokens=1 (vLLM's disaggregated proxy) and never verifies a guess; set it under "
+                    "speculative or disaggregation.decode.speculative")
+    return None
+
 
 # Keys that give one quantity: (the quantity, its keys). At most one may be set; vLLM takes none of these
 # inputs, so no vLLM precedence rule applies.
@@ -241,7 +275,7 @@ def check(cfg, shared: Iterable[str] = ()) -> None:
         why = refusal(leaf, cfg)
         if why:
             raise ConfigError(why)
-    why = conflicts(cfg)
+    why = conflicts(cfg) or pool_refusal(cfg)
     if why:
         raise ConfigError(why)
 
@@ -284,4 +318,7 @@ def markdown() -> str:
         lines.append(f"| `{row.key}` | {when} | {row.what} |")
     groups = "; ".join(f"{what}: " + ", ".join(f"`{k}`" for k in keys) for what, keys in ONE_OF)
     lines += ["", f"At most one of each group may be set — {groups}."]
+    lines += ["", "A prefill pool never verifies a guess (it serves each prompt with `max_tokens=1`), so under "
+              "`disaggregation.prefill.speculative` these keys are refused: "
+              + ", ".join(f"`{k}`" for k in PREFILL_UNREAD) + "."]
     return "\n".join(lines)

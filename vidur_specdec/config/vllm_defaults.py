@@ -68,18 +68,3 @@ def resolve(sched, device) -> None:
 PARTNERS = {f"scheduler.{a}": f"scheduler.{b}" for a, b in ALIASES + (("gpu_memory_utilization",
                                                                        "memory_margin_fraction"),)}
 PARTNERS.update({b: a for a, b in PARTNERS.items()})
-
-
-def drop_partners(data, overrides) -> None:
-    """An override of one name of a pair (``--set scheduler.chunk_size=256``) replaces the file's other name."""
-    # lazy: import cycle through vidur_specdec
-    from vidur_specdec.config.files import override_list, parse_set  # noqa: E402 (files imports errors only)
-
-    sched = data.get("scheduler") if isinstance(data, dict) else None
-    if not isinstance(sched, dict):
-        return
-    for assignment in override_list(overrides):
-        key = parse_set(assignment)[0]
-        partner = PARTNERS.get(key)
-        if partner is not None:
-            sched.pop(partner.split(".", 1)[1], None)

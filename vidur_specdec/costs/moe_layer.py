@@ -38,6 +38,11 @@ from vidur_specdec.costs.profiles import params as P
 from vidur_specdec.costs.profiles.builder import complete_device_fields, dtype_device, gemm_ms, stream_ms
 
 
+#: what each ``scope`` of :func:`moe_layer_ms` prices
+SCOPES = ("all", "local", "routed", "router", "shared")
+SCOPES_WITH = {"router": ("all", "local", "router"), "routed": ("all", "routed"), "shared": ("all", "local", "shared")}
+
+
 def expert_bytes_per_weight(spec) -> float:
     """Bytes per routed-expert weight at the checkpoint's format (bf16 2, fp8 1, mxfp4 0.53125, nvfp4 and int4
     0.5625: :data:`vidur_specdec.architectures.quant.FORMAT_BYTES`)."""
@@ -118,7 +123,8 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     returned is the whole model's either way. ``redundant`` > 0: EPLB's spare expert
     copies (:mod:`~vidur_specdec.costs.eplb`) spread the busiest GPU's load. ``scope``:
     ``all``; ``local`` the router and shared experts only (what a data-parallel rank
-    runs on its own tokens); ``routed`` the routed experts only (the busiest GPU's).
+    runs on its own tokens); ``routed`` the routed experts only (the busiest GPU's);
+    ``router`` and ``shared`` one part of ``local`` each (dual-batch overlap places them apart).
     ``dispatched``: an all-to-all delivers each GPU only its own rows (data parallel > 1),
     so ``routed`` is the EP-1 table (one GPU, every expert, its kernel over the tokens
     it is given) read at the busiest GPU's rows / top-k tokens waking its woken experts;
@@ -136,10 +142,12 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
     zipf_s = routing.zipf_of(spec) if zipf_s is None else zipf_s
     distinct = routing.expected_distinct(list(groups), E, k, rho, zipf_s)
     fdev = part_device(spec, dev, "experts")[0]
-    local, remote = scope != "routed", scope != "local"
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+    router, remote, shared = (scope in parts for parts in SCOPES_WITH.values())
     # router GEMM + top-k / softmax over T x E scores
-    ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES)) if local else 0.0
-    if local:
+    ms = float(gemm_ms(tokens, h, E, dev, g, P.DTYPE_BYTES)) if router else 0.0
+    if router:
         ms += float(stream_ms(2.0 * tokens * E * 4, dev, e["add"], l2))
     if not remote:
         pass
@@ -155,7 +163,7 @@ def moe_layer_ms(spec, device: Mapping, tp: int, groups: Sequence[int], rho: flo
         grouped, act = _routed_roofline_ms(spec, dev, fdev, e, tp, ep, groups, distinct, wb, rho, zipf_s, redundant)
         ms += grouped
         ms += act
-    if local and spec.shared_ffn_size:
+    if shared and spec.shared_ffn_size:
         sf = spec.shared_ffn_size / tp
         sdev, sb = part_device(spec, dev, "shared_experts")  # weights at their format; activations bf16
         ms += (float(gemm_ms(tokens, h, 2 * sf, sdev, g, P.DTYPE_BYTES, weight_b=sb))

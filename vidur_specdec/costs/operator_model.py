@@ -9,7 +9,9 @@ before the chunk, chunk tokens). Tables are made monotone (more tokens, bigger
 batches or longer contexts are never cheaper). The target and the drafter each
 get their own model, fitted separately. Fitted models are cached in memory and
 on disk (:func:`load_time_model`), keyed by the profile files' bytes, the fit
-settings and this module's code; :func:`locate_profile` finds profile files in
+settings and this module's code, as NumPy ``.npz`` data checked against its
+stored digest on every read (:mod:`vidur_specdec.costs.cache_entries`: nothing
+read from a cache is executed); :func:`locate_profile` finds profile files in
 Vidur's layout. This module does not import Vidur.
 """
 
@@ -17,10 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import pickle
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -31,6 +30,8 @@ from scipy.interpolate import RegularGridInterpolator, griddata
 from sklearn.isotonic import IsotonicRegression
 
 from vidur_specdec.config import ConfigError
+from vidur_specdec.costs import cache_entries as CE
+from vidur_specdec.costs.cache_entries import default_cache_dir  # noqa: F401 (re-exported)
 from vidur_specdec.costs.ops import LINEAR_OPS
 
 # Ops that make up Vidur's per-layer model time (kv_cache_save and emb are not counted by Vidur).
@@ -162,7 +163,25 @@ def read_profile(path: Path, table: str) -> pd.DataFrame:
             raise ConfigError(f"profiles: {path} line {i + 2}, column is_prefill: {df['is_prefill'].iloc[i]!r} "
                               "is not True or False")
         df = df.assign(is_prefill=flags.isin(["true", "1"]))
+    _check_times(df, path, table)
     return df
+
+
+def _check_times(df: pd.DataFrame, path: Path, table: str) -> None:
+    """Every time the fit reads is a finite number of ms >= 0 (mlp: each op; attention: decode times on decode
+    rows, prefill times on prefill rows); else one ConfigError naming the file, line and column."""
+    if table == "mlp":
+        parts = [(c, np.ones(len(df), dtype=bool)) for c in PROFILE_COLUMNS["mlp"][1:]]
+    else:
+        pre = df["is_prefill"].astype(bool).to_numpy()
+        parts = [("time_stats.attn_decode.median", ~pre), ("time_stats.attn_prefill.median", pre)]
+    for col, rows in parts:
+        x = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        bad = rows & ~(np.isfinite(x) & (x >= 0))
+        if bad.any():
+            i = int(bad.argmax())
+            raise ConfigError(f"profiles: {path} line {i + 2}, column {col}: {df[col].iloc[i]!r} is not a finite "
+                              f"number of ms >= 0 ({int(bad.sum())} such rows)")
 
 
 def _check_cells(rows: float, cols: float, path, what: str) -> None:
@@ -312,12 +331,6 @@ _CODE_DIGEST = hashlib.sha256(
 ).hexdigest()
 
 
-def default_cache_dir() -> Path:
-    """Per-user cache folder: ``$XDG_CACHE_HOME/vidur_specdec`` or ``~/.cache/vidur_specdec``."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "vidur_specdec"
-
-
 _FILE_DIGESTS: Dict[tuple, str] = {}
 
 
@@ -344,41 +357,65 @@ def load_time_model(mlp_csv: Path, attention_csv: Path, tp: int = 1,
     """The fitted model for these exact profile bytes: from this process, the disk cache, or a fresh fit.
 
     ``cache_dir`` None uses :func:`default_cache_dir`. A changed profile file
-    (or fitting code) has another key, so a stale entry is never reused.
-    Cache files are written atomically; an unreadable one is refitted.
+    (or fitting code) has another key, so a stale entry is never reused. The
+    entry is ``operator-model-<key>.npz`` (arrays only, read with
+    ``allow_pickle=False``) with its SHA-256 beside it; one that does not verify
+    or does not hold a well-formed model is refitted and rewritten, with one
+    ``warning:`` line. Entries are written atomically; a read-only cache folder
+    only costs a refit next time.
     """
     key = fit_key(mlp_csv, attention_csv, tp)
     model = _FIT_CACHE.get(key)
     if model is not None:
         return model
-    path = Path(cache_dir or default_cache_dir()) / f"operator-model-{key[:32]}.pkl"
-    try:
-        with open(path, "rb") as f:
-            model = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-        model = None
-    if not isinstance(model, OperatorTimeModel):
+    path = Path(cache_dir or default_cache_dir()) / f"operator-model-{key[:32]}.npz"
+    data, why = CE.read_verified(path)
+    if data is not None:
+        try:
+            model = _from_arrays(CE.npz_arrays(data))
+        except Exception as e:  # any malformed content: not a model (never trusted beyond its arrays)
+            model, why = None, f"does not hold a fitted model ({type(e).__name__})"
+    if model is None:
+        if why:
+            CE.warn_rebuilt(path, why)
         model = OperatorTimeModel.fit(Path(mlp_csv), Path(attention_csv), tp)
-        _store(path, model)
+        try:
+            CE.write_entry(path, CE.npz_bytes(_to_arrays(model)))
+        except OSError:
+            pass
     _FIT_CACHE[key] = model
     return model
 
 
-def _store(path: Path, model: OperatorTimeModel) -> None:
-    """Write a cache entry atomically; a read-only cache folder only costs a refit next time."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(model, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
-        pass
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+def _to_arrays(m: OperatorTimeModel) -> Dict[str, np.ndarray]:
+    """A fitted model as named arrays (the ``.npz`` cache entry)."""
+    out = {"linear": np.array([m.linear[op] for op in LINEAR_OPS], dtype=float),
+           "linear_sum": np.array(m.linear_sum, dtype=float),
+           "max_decode_batch": np.array(int(m.max_decode_batch)), "source": np.array(str(m.source))}
+    for name, g in (("decode", m.decode), ("prefill", m.prefill)):
+        out[f"{name}_axes"] = np.array([g.x0, g.dx, g.y0, g.dy], dtype=float)
+        out[f"{name}_values"] = np.array(g.v, dtype=float)
+    return out
+
+
+def _from_arrays(a: Dict[str, np.ndarray]) -> OperatorTimeModel:
+    """The model of :func:`_to_arrays`' arrays; ValueError unless every array has its shape and finite values."""
+    lin = np.asarray(a["linear"], dtype=float)
+    if lin.shape != (len(LINEAR_OPS), LINEAR_TABLE_TOKENS + 1) or not np.isfinite(lin).all() or (lin < 0).any():
+        raise ValueError("linear tables")
+    grids = {}
+    for name in ("decode", "prefill"):
+        axes, vals = np.asarray(a[f"{name}_axes"], dtype=float), np.asarray(a[f"{name}_values"], dtype=float)
+        if (axes.shape != (4,) or vals.ndim != 2 or 0 in vals.shape or not np.isfinite(axes).all()
+                or not np.isfinite(vals).all() or (vals < 0).any() or axes[1] <= 0 or axes[3] <= 0):
+            raise ValueError(f"{name} grid")
+        grids[name] = Grid2D(*axes, vals)
+    batch, total = int(a["max_decode_batch"]), np.asarray(a["linear_sum"], dtype=float)
+    if batch < 1 or total.shape != lin.shape[1:] or not np.isfinite(total).all():
+        raise ValueError("max_decode_batch or linear_sum")
+    return OperatorTimeModel(linear={op: lin[i].tolist() for i, op in enumerate(LINEAR_OPS)},
+                             decode=grids["decode"], prefill=grids["prefill"], max_decode_batch=batch,
+                             source=str(a["source"]), linear_sum=total.tolist())
 
 
 def clear_memory_cache() -> None:

@@ -39,7 +39,6 @@ from typing import Dict, Optional
 import numpy as np
 
 from vidur_specdec.architectures import quant
-from vidur_specdec.config import ConfigError
 
 CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()  # joins built-profile cache keys
 LOGIT_BYTES = 4  # fp32 indexer logits: written by the scoring kernel, read by the top-k
@@ -115,9 +114,8 @@ def _table(kernels, spec, tp: int):
     out = None
     for model in (spec.name, *same_shape(spec)):  # a checkpoint of another name (NVFP4) reads its base model's rows
         for framework, version in TABLE_SOURCES:
-            try:
-                df = TD.load(system, "sparse_attention", framework, version, TABLE)
-            except (ConfigError, OSError):
+            df = TD.load_optional(system, "sparse_attention", framework, version, TABLE)  # a bad file: raised
+            if df is None:
                 continue
             kv_dtype = "fp8" if key[4] == "fp8" else "bfloat16"
             rows = df[(df.model == model) & (df.num_heads == key[2]) & (df.op_name == "dsa_generation_module")

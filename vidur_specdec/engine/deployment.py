@@ -116,9 +116,12 @@ def check(cfg: RunConfig):
         ep, key = tp * cfg.parallel.data_parallel_size, ("parallel.data_parallel_size x tensor_parallel_size"
                                                          if cfg.parallel.data_parallel_size > 1
                                                          else "parallel.tensor_parallel_size")
-        if model.num_experts % ep:
+        if model.num_experts % ep and not cfg.parallel.enable_eplb:
+            # with EPLB the physical experts (logical + redundant) must split instead (dp_checks); vLLM spreads
+            # an uneven split's remainder over the last GPUs, which the routing model does not
             raise ConfigError(f"parallel.enable_expert_parallel: {model.num_experts} experts do not split over "
-                              f"{key} {ep} GPUs evenly")
+                              f"{key} {ep} GPUs evenly; give EPLB spare copies that make them "
+                              "(enable_eplb, num_redundant_experts)")
     if not tp_fits(model, tp):
         raise _tp_error("parallel.tensor_parallel_size", tp, model)
     check_pipeline(cfg, model)
@@ -153,13 +156,16 @@ def check_pipeline(cfg: RunConfig, model: ModelSpec) -> None:
     """Refuse, in one line, pipeline parallelism vLLM 0.33 would refuse or this simulator cannot model.
 
     vLLM splits layers unevenly when ``pipeline_parallel_size`` does not divide
-    them (``get_pp_indices``), so only more stages than layers is refused. EAGLE-3
-    under PP needs the target's decoder to relay its auxiliary hidden states
+    them (``get_pp_indices``), so only more stages than layers is refused. A hybrid
+    model's stages hold their own linear-attention and full-attention layers by
+    position (Qwen3.5 ``SupportsPP``; each stage priced and planned with its own).
+    EAGLE-3 under PP needs the target's decoder to relay its auxiliary hidden states
     between stages (``supports_aux_hidden_states_over_pp``: LlamaModel and
-    Qwen2Model and their subclasses in vLLM 0.33; not Qwen3MoeModel,
-    DeepseekV2Model or GptOssModel), else ``verify_supports_aux_hidden_states_over_pp``
-    raises (``vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py``); every MoE
-    target this simulator knows is one of the latter.
+    Qwen2Model and their subclasses in vLLM 0.33, Llama4Model among them; not
+    Qwen3MoeModel, DeepseekV2Model, GptOssModel or Qwen3NextModel, Qwen3.5's), else
+    ``verify_supports_aux_hidden_states_over_pp`` raises
+    (``vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py``): refused for every MoE
+    target but Llama 4 (the one with chunked attention) and every hybrid one.
     """
     pp = cfg.parallel.pipeline_parallel_size
     if pp == 1:
@@ -167,14 +173,11 @@ def check_pipeline(cfg: RunConfig, model: ModelSpec) -> None:
     if pp > model.num_layers:
         raise ConfigError(f"parallel.pipeline_parallel_size: {pp} stages exceed {model.name}'s "
                           f"{model.num_layers} layers; allowed: 1 to {model.num_layers}")
-    mixed = [f for f in ("linear_layers", "chunked_layers") if getattr(model, f, 0)]
-    if mixed:  # each stage's share of each layer kind is not split yet
-        raise ConfigError(f"parallel.pipeline_parallel_size: {model.name} mixes layer kinds ({', '.join(mixed)}); "
-                          f"pipeline stages of such a model are not modelled; use pipeline_parallel_size 1")
     s = cfg.speculative
-    if s.enabled and s.method in pipeline.AUX_METHODS and model.is_moe:
+    relays = not model.linear_layers and (not model.is_moe or model.chunked_layers)  # Llama/Qwen2-family decoders
+    if s.enabled and s.method in pipeline.AUX_METHODS and not relays:
         raise ConfigError(f"parallel.pipeline_parallel_size: vLLM 0.33 runs {s.method} under pipeline parallelism only "
-                          f"on Llama/Qwen2-family dense targets (auxiliary hidden states relayed between stages), "
+                          f"on Llama/Qwen2-family targets (auxiliary hidden states relayed between stages), "
                           f"not on {model.name}; use pipeline_parallel_size 1 or another speculative.method")
 
 
@@ -309,30 +312,22 @@ def longest_request_tokens(cfg: RunConfig, specs: Optional[List] = None) -> int:
 def _plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (0, 0),
              ep: Optional[int] = None, device: Optional[DeviceSpec] = None) -> memory.MemoryPlan:
     ep = dep.ep if ep is None else ep
+    k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0  # a state layer's extra slots
     return memory.plan(dep.model, device or dep.device, cfg.scheduler.block_size,
                        cfg.scheduler.memory_margin_fraction, draft=dep.draft, tp=tp, draft_tp=dtp, head=head, ep=ep,
-                       state_reserve=_state_reserve(cfg, dep.model, tp), pp=dep.pp,
-                       redundant=dep.redundant_experts if ep == dep.ep else 0)
+                       num_spec=k, pp=dep.pp, redundant=dep.redundant_experts if ep == dep.ep else 0)
 
 
-def _state_reserve(cfg: RunConfig, model, tp: int) -> int:
-    """Bytes per GPU of linear-attention state for the most requests that run at once (0: no such layers).
-
-    At most ``scheduler.max_num_seqs`` run (closed loop: at most ``workload.concurrency``); each holds
-    ``1 + k`` state slots under speculation (vLLM ``MambaSpec.num_speculative_blocks``).
-    """
-    if not getattr(model, "linear_layers", 0):
-        return 0
-    running = cfg.scheduler.max_num_seqs or 1
-    if cfg.workload.arrival == "closed" and cfg.workload.concurrency:
-        running = min(running, cfg.workload.concurrency)
-    k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0
-    return running * model.state_bytes_per_request(tp, k)
+def _need(cfg: RunConfig, mem: memory.MemoryPlan, tokens: int) -> int:
+    """Blocks with which a request of ``tokens`` (its lookahead slots included) finishes alone in ``mem``'s pool
+    (its block size and state pages: a hybrid model's differ with the tensor-parallel size)."""
+    return memory.min_blocks_to_finish(tokens, mem.block_size, cfg.scheduler.watermark_blocks_fraction,
+                                       mem.state_pages)
 
 
-def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple = (0, 0),
+def _smallest_fit(cfg: RunConfig, dep: Deployment, tokens: int, head: tuple = (0, 0),
                   device: Optional[DeviceSpec] = None, above: int = 0) -> Optional[tuple]:
-    """Smallest (TP, EP) above TP ``above`` at which the weights leave ``need_blocks`` KV blocks per GPU.
+    """Smallest (TP, EP) above TP ``above`` at which the weights leave room for a request of ``tokens`` per GPU.
 
     At each TP the run's own expert-parallel choice is tried first, then (an MoE
     model) the other one. None when no TP of :data:`TP_SIZES` fits.
@@ -346,29 +341,29 @@ def _smallest_fit(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple
             continue
         dp = cfg.parallel.data_parallel_size  # > 1 only with expert parallel over dp x t GPUs (refused otherwise)
         eps = [t * dp if cfg.parallel.enable_expert_parallel else 1]
-        if dp > 1 and dep.model.num_experts % (t * dp):
+        if dp > 1 and (dep.model.num_experts + dep.redundant_experts) % (t * dp):
             continue
         if dp == 1 and dep.model.is_moe and t > 1 and not dep.model.num_experts % t:
             eps.append(1 if eps[0] > 1 else t)
         for e in eps if t * dp > 1 else [1]:
             try:
-                if _plan_at(cfg, dep, t, dtp, head, ep=e, device=device).num_blocks >= need_blocks:
-                    return t, e
+                mem = _plan_at(cfg, dep, t, dtp, head, ep=e, device=device)
             except NoRoomError:
                 continue
+            if mem.num_blocks >= _need(cfg, mem, tokens):
+                return t, e
     return None
 
 
-def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, need_blocks: int,
-                           head: tuple = (0, 0)) -> Optional[int]:
-    """Smallest TP above ``dep.tp`` at which the weights leave ``need_blocks`` KV blocks per GPU, or None."""
-    fit = _smallest_fit(cfg, dep, need_blocks, head, above=dep.tp)
+def _smallest_tp_that_fits(cfg: RunConfig, dep: Deployment, tokens: int, head: tuple = (0, 0)) -> Optional[int]:
+    """Smallest TP above ``dep.tp`` at which the weights leave room for a request of ``tokens``, or None."""
+    fit = _smallest_fit(cfg, dep, tokens, head, above=dep.tp)
     return fit[0] if fit else None
 
 
-def _remedy(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple) -> str:
+def _remedy(cfg: RunConfig, dep: Deployment, tokens: int, head: tuple) -> str:
     """What to change so the model fits: the smallest TP (with EP when that is what fits), or a larger device."""
-    fit = _smallest_fit(cfg, dep, need_blocks, head, above=dep.tp)
+    fit = _smallest_fit(cfg, dep, tokens, head, above=dep.tp)
     ep_on = "parallel.enable_expert_parallel=true"
     if fit:
         t, e = fit
@@ -382,7 +377,7 @@ def _remedy(cfg: RunConfig, dep: Deployment, need_blocks: int, head: tuple) -> s
             check_formats(dep.model, d)
         except ConfigError:
             continue
-        fit = _smallest_fit(cfg, dep, need_blocks, head, device=d)
+        fit = _smallest_fit(cfg, dep, tokens, head, device=d)
         if fit:
             t, e = fit
             return (f"does not fit on {dep.device.name} at any parallel.tensor_parallel_size "
@@ -403,16 +398,16 @@ def plan_memory(cfg: RunConfig, dep: Deployment, longest_total: int, longest_ind
     """
     sch = cfg.scheduler
     # a GPU drafter's lookahead slots (vLLM's num_lookahead_tokens) are held on top of the request's own tokens
-    need = memory.min_blocks_to_finish(longest_total + proposers.lookahead_tokens(cfg), sch.block_size,
-                                       sch.watermark_blocks_fraction)
+    tokens = longest_total + proposers.lookahead_tokens(cfg)
     try:
         mem = _plan_at(cfg, dep, dep.tp, dep.draft_tp, head)
     except NoRoomError as e:
-        raise ConfigError(f"parallel.tensor_parallel_size: {e}; {_remedy(cfg, dep, need, head)}") from None
+        raise ConfigError(f"parallel.tensor_parallel_size: {e}; {_remedy(cfg, dep, tokens, head)}") from None
+    need = _need(cfg, mem, tokens)
     if sch.num_blocks is not None:
         mem = dataclasses.replace(mem, num_blocks=sch.num_blocks)
     elif mem.num_blocks < need:
-        t = _smallest_tp_that_fits(cfg, dep, need, head)
+        t = _smallest_tp_that_fits(cfg, dep, tokens, head)
         if t is not None:
             raise ConfigError(f"parallel.tensor_parallel_size: at {dep.tp}, {mem.num_blocks} KV blocks per GPU cannot "
                               f"run request {longest_index} ({longest_total} tokens) to completion; "

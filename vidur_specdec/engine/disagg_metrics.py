@@ -7,7 +7,8 @@ KV loaded on the decode instance: ``kv_wait_ms`` waiting for KV room there plus
 ``kv_transfer_ms`` moving it) and ``ttft_first_decode_ms`` (KV loaded to first
 token), which add up to ``ttft_ms``; and ``kv_transfer_bytes``. ``summary.json``
 gains their percentiles (``ttft_parts_ms``), the link, and per pool its shape,
-utilisation (busy instance-time over instance-time of the run) and steps.
+utilisation (busy instance-time over instance-time of the run) and steps (a pool
+of data-parallel groups: its all-to-all and rank-wait shares too).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Dict, Sequence
 
 import pandas as pd
 
-from vidur_specdec.engine.metrics import _pct
+from vidur_specdec.engine.metrics import _pct, data_parallel_summary
 
 PART_COLUMNS = ["prefill_replica", "ttft_queue_ms", "ttft_prefill_ms", "ttft_kv_transfer_ms",
                 "ttft_first_decode_ms", "kv_wait_ms", "kv_transfer_ms", "kv_transfer_bytes"]
@@ -54,6 +55,8 @@ def pool_figures(top, req: pd.DataFrame, steps: pd.DataFrame) -> Dict:
         d["num_steps"] = int(len(mine))
         d["utilization"] = busy_s / (pool.instances * span) if span > 0 else float("nan")
         d["mean_step_ms"] = float(mine["duration_ms"].mean()) if len(mine) else float("nan")
+        if pool.deployment.dp > 1:  # a pool of data-parallel groups: its all-to-all and rank-wait shares
+            d.update(data_parallel_summary(mine, pool.deployment.dp, pool.deployment.redundant_experts))
         pools[pool.role] = d
     link = top.link
     dz = top.cfg.disaggregation
@@ -69,4 +72,5 @@ def pool_figures(top, req: pd.DataFrame, steps: pd.DataFrame) -> Dict:
         "num_replicas": sum(p.instances for p in top.pools),
         "num_gpus": sum(p.gpus for p in top.pools),
         "global_scheduler": "disaggregated:" + dz.router,
+        "plan_digest": top.digest,
     }

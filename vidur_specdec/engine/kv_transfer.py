@@ -39,7 +39,7 @@ class KVLink:
     latency_ms: float  # per transfer
     send_bytes_per_token: int  # per prefill GPU: target (+ draft when transferred)
     recv_bytes_per_token: int  # per decode GPU
-    recv_gpus: int  # GPUs of one decode instance
+    recv_gpus: int  # GPUs that receive one request's KV: a decode instance's, or one data-parallel rank's
     draft_transferred: bool
 
     def time_ms(self, tokens: int) -> float:
@@ -63,12 +63,16 @@ def build_link(cfg, top) -> KVLink:
     gpus = pre.gpus + dec.gpus
     same_device = pre.deployment.device.name == dec.deployment.device.name
     name = d.kv_link
+    local = links.in_node(dec.deployment.device)  # nvlink, or pcie on a card without NVLink
     if name == "auto":
-        name = "nvlink" if gpus <= NODE_GPUS and same_device else "infiniband_ndr"
-    elif name == "nvlink" and (gpus > NODE_GPUS or not same_device):
+        name = local if gpus <= NODE_GPUS and same_device else "infiniband_ndr"
+    elif name in ("nvlink", "pcie") and (gpus > NODE_GPUS or not same_device):
         why = f"{gpus} GPUs" if gpus > NODE_GPUS else "two different devices"
-        raise ConfigError(f"disaggregation.kv_link: nvlink needs every instance in one {NODE_GPUS}-GPU node; "
+        raise ConfigError(f"disaggregation.kv_link: {name} needs every instance in one {NODE_GPUS}-GPU node; "
                           f"this topology has {why}; allowed: infiniband_ndr, roce_400g")
+    elif name in ("nvlink", "pcie") and name != local:
+        raise ConfigError(f"disaggregation.kv_link: {name}: {dec.deployment.device.name}'s GPUs reach each other "
+                          f"over {local} in one node; set {local} (or auto), infiniband_ndr or roce_400g")
     bw, lat = links.link(name, dec.deployment.device)
     if d.kv_transfer_latency_ms is not None:
         lat = d.kv_transfer_latency_ms

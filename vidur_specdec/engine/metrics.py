@@ -25,9 +25,12 @@ STEP_COLUMNS = [
     "prefill_tokens", "ctx_tokens", "accepted_tokens", "draft_ms", "verify_ms", "comm_ms", "lm_head_ms",
     "sampling_ms", "overhead_ms", "k", "moe_ms", "experts_touched",
 ]
-# A data-parallel group's steps add these (vidur_specdec/pricing/data_parallel.py): the all-to-all (ms, part of
-# verify_ms), the slowest and the mean rank's own work (ms) and the ranks running vLLM's dummy batch
-DP_COLUMNS = ["a2a_ms", "dp_slowest_rank_ms", "dp_mean_rank_ms", "dp_idle_ranks"]
+# A data-parallel group's steps add these (vidur_specdec/pricing/data_parallel.py): the target's all-to-all (ms)
+# and the part of it the step waits for (part of verify_ms: all of it unless dual-batch overlap hid some), a
+# drafter's own all-to-all (part of draft_ms), dbo (1: the step ran as two micro-batches), the slowest and the
+# mean rank's own work (ms) and the ranks running vLLM's dummy batch
+DP_COLUMNS = ["a2a_ms", "a2a_exposed_ms", "draft_a2a_ms", "dbo", "dp_slowest_rank_ms", "dp_mean_rank_ms",
+              "dp_idle_ranks"]
 # A run warns when more than this fraction of steps change k from the previous step
 # (vLLM issue #49548: throughput collapses when the batch size hovers at a schedule boundary).
 FLIP_WARN_FRACTION = 0.05
@@ -62,8 +65,12 @@ class StepRecorder:
     # tables ------------------------------------------------------------------
     def steps_frame(self) -> pd.DataFrame:
         """One row per step in start-time order, ties by replica id; ``step`` numbers that order."""
-        wide = bool(self.rows) and len(self.rows[0]) > len(STEP_COLUMNS)
-        df = pd.DataFrame(self.rows, columns=STEP_COLUMNS + DP_COLUMNS if wide else STEP_COLUMNS)
+        wide = any(len(r) > len(STEP_COLUMNS) for r in self.rows)
+        rows = self.rows
+        if wide:  # pools of which only one is data-parallel: the other's steps have no all-to-all (NaN there)
+            pad = (math.nan,) * len(DP_COLUMNS)
+            rows = [r if len(r) > len(STEP_COLUMNS) else r + pad for r in rows]
+        df = pd.DataFrame(rows, columns=STEP_COLUMNS + DP_COLUMNS if wide else STEP_COLUMNS)
         df = df.sort_values(["start_s", "replica"], kind="stable").reset_index(drop=True)
         df["step"] = np.arange(len(df))
         return df
@@ -155,7 +162,9 @@ def summarize(req: pd.DataFrame, steps: pd.DataFrame, extra: Dict) -> Dict:
 
 def data_parallel_summary(steps: pd.DataFrame, dp: int, redundant: int) -> Dict:
     """A data-parallel run's summary keys: ranks, EPLB's spare copies, and shares of the summed step time
-    (``a2a_share``: the all-to-all; ``dp_wait_share``: ranks waiting for the slowest rank, slowest minus mean)."""
+    (``a2a_share``: the target's all-to-all the steps wait for, its exposed part; ``draft_a2a_share``: a drafter's
+    own; ``dp_wait_share``: ranks waiting for the slowest rank, slowest minus mean); ``dbo_steps``: the share of
+    steps run as two micro-batches (dual-batch overlap)."""
     total = float(steps["duration_ms"].sum()) if len(steps) else 0.0
     wide = "a2a_ms" in steps
 
@@ -163,5 +172,7 @@ def data_parallel_summary(steps: pd.DataFrame, dp: int, redundant: int) -> Dict:
         return round(float(x) / total, 6) if total > 0 and wide else 0.0
 
     return {"data_parallel_size": dp, "num_redundant_experts": redundant,
-            "a2a_share": share(steps["a2a_ms"].sum()) if wide else 0.0,
+            "a2a_share": share(steps["a2a_exposed_ms"].sum()) if wide else 0.0,
+            "draft_a2a_share": share(steps["draft_a2a_ms"].sum()) if wide else 0.0,
+            "dbo_steps": round(float(steps["dbo"].mean()), 6) if wide and len(steps) else 0.0,
             "dp_wait_share": share((steps["dp_slowest_rank_ms"] - steps["dp_mean_rank_ms"]).sum()) if wide else 0.0}

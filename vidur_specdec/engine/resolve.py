@@ -27,6 +27,7 @@ from vidur_specdec.engine import deployment
 from vidur_specdec.engine.deployment import Deployment
 from vidur_specdec.hardware.collectives import all_reduce_model  # the module registers engine.all_reduce
 from vidur_specdec.hardware.devices import get_device
+from vidur_specdec.pricing.dbo import DualBatchOverlap
 from vidur_specdec.pricing.pricer import StepPricer
 from vidur_specdec.speculation import proposers  # noqa: F401 (registers speculative.method)
 from vidur_specdec.speculation.acceptance_source import resolve_acceptance
@@ -105,5 +106,16 @@ def pricer(cfg: RunConfig, dep: Deployment, longest_tokens: int):
                      proposer=proposer, overheads=overheads,
                      all_reduce=all_reduce_model(cfg.engine.all_reduce), tp=dep.tp, pp=dep.pp, ep=dep.ep,
                      dp=dep.dp, redundant_experts=dep.redundant_experts,
-                     eagle3_aux=bool(spec.enabled and spec.method in AUX_METHODS))
+                     eagle3_aux=bool(spec.enabled and spec.method in AUX_METHODS), dbo=dual_batch_overlap(cfg, dep))
     return out, choices
+
+
+def dual_batch_overlap(cfg: RunConfig, dep: Deployment):
+    """The run's :class:`~vidur_specdec.pricing.dbo.DualBatchOverlap` (``parallel.enable_dbo`` on a data-parallel
+    deployment), or None: vLLM's two thresholds and its uniform decode query length, ``1 +
+    num_speculative_tokens`` (1 without speculation; V1 ``gpu_model_runner.py`` ``uniform_decode_query_len``)."""
+    p, s = cfg.parallel, cfg.speculative
+    if not (p.enable_dbo and dep.dp > 1):
+        return None
+    return DualBatchOverlap(p.dbo_decode_token_threshold, p.dbo_prefill_token_threshold,
+                            1 + (s.num_speculative_tokens if s.enabled else 0))

@@ -31,6 +31,7 @@ from vidur_specdec.costs.profiles.on_demand import describe
 from vidur_specdec.engine import deployment
 from vidur_specdec.engine.core.run import run_core
 from vidur_specdec.engine.deployment import Deployment
+from vidur_specdec.engine.digest import plan_digest
 from vidur_specdec.engine.metrics import data_parallel_summary, summarize
 from vidur_specdec.engine.resolve import load, pricer as resolved_pricer, resolve
 from vidur_specdec.engine.topology import prepare_topology
@@ -42,6 +43,7 @@ from vidur_specdec.speculation.acceptance_source import describe as describe_acc
 from vidur_specdec.speculation.proposals import ProposalModel
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
 from vidur_specdec.speculation.tree import parse_tree
+from vidur_specdec.costs.kernels import versions as kernel_versions
 
 
 @dataclass
@@ -66,7 +68,9 @@ class SchedulerSettings:
     (tokens); ``k_schedule``: vLLM's per-batch-size schedule ``((lo, hi, k), ...)``; ``proposals``: the
     n-gram/suffix proposal model (None: every step proposes k); ``num_lookahead_tokens``: KV slots past
     ``1 + guesses`` (vLLM: k for a GPU drafter); ``drafter_sync``: a GPU drafter runs its first pass on steps
-    whose scheduled k is 0.
+    whose scheduled k is 0; ``state_blocks``: blocks a running request holds for a hybrid model's
+    linear-attention state beside its KV blocks (:attr:`~vidur_specdec.costs.memory.MemoryPlan.state_pages`;
+    0: none), taken when it is admitted and freed with it.
     """
 
     chunk_size: int
@@ -79,14 +83,24 @@ class SchedulerSettings:
     proposals: object = None
     num_lookahead_tokens: int = 0
     drafter_sync: bool = False
+    state_blocks: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prepared:
-    """Everything a run needs, built and validated before the event loop starts."""
+    """A run resolved once: everything its engine needs, built and checked before the event loop starts.
+
+    Frozen (its fields are never reassigned; ``specs`` and ``warnings`` are tuples) and content-hashed
+    (:attr:`digest`). The engines (:func:`run_prepared`), ``tune`` (:func:`vidur_specdec.tune.choose.step_pricer`)
+    and ``validate`` (:func:`vidur_specdec.validate.cost.pricer_for`) take a run through it. ``cfg`` is the
+    resolved config (vLLM's defaults and the acceptance filled in; the caller's input is never changed),
+    ``specs`` the drawn workload, ``memory`` the memory plan, ``pricer`` the one step pricer, ``scheduler``
+    what each scheduler runs with, ``profile_files``/``profile_source`` the operator profiles read,
+    ``deployment`` the resolved models, device, parallel sizes and kernel source.
+    """
 
     cfg: RunConfig
-    specs: List[RequestSpec]
+    specs: Tuple[RequestSpec, ...]
     model: ModelSpec
     memory: memory.MemoryPlan
     pricer: object  # the run's one StepPricer (vidur_specdec.pricing.pricer)
@@ -94,7 +108,14 @@ class Prepared:
     profile_files: Dict[str, str]
     deployment: Optional[Deployment] = None
     profile_source: Dict[str, Optional[str]] = field(default_factory=dict)  # target/draft: shipped|built|measured
-    warnings: List[str] = field(default_factory=list)  # config.config_warnings: one line each
+    warnings: Tuple[str, ...] = ()  # config.config_warnings: one line each
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex, 16) of what decides the run's results: the resolved config, the workload, the model and
+        device, the memory plan, the scheduler settings, the profiles and kernel tables read (their names and
+        digests) and the package version. Two plans with the same digest give the same tables."""
+        return plan_digest(self)
 
 
 def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
@@ -148,9 +169,10 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         proposals=ProposalModel.from_config(cfg),
         num_lookahead_tokens=proposers.lookahead_tokens(cfg),
         drafter_sync=bool(spec.enabled and proposer.drafter_forward),
+        state_blocks=mem.state_pages,
     )
     sources = {"target": t.source, "draft": choices["draft"].source if draft_spec is not None else None}
-    return Prepared(cfg, specs, model, mem, pricer, scheduler, files, dep, sources, warnings)
+    return Prepared(cfg, tuple(specs), model, mem, pricer, scheduler, files, dep, sources, tuple(warnings))
 
 
 def run_prepared(p: Prepared) -> SimulationResult:
@@ -164,6 +186,15 @@ def run_prepared(p: Prepared) -> SimulationResult:
     return run_reference(p, sys.modules[__name__])
 
 
+def kernel_sources(dep: Deployment, model: ModelSpec) -> Dict[str, str]:
+    """``summary.json`` ``kernel_sources``: per op family, where its times come from; a data-parallel
+    deployment adds its all-to-all (measured, or what is scaled from what)."""
+    out = dep.kernels.sources(dep.tp, [s for s in (model, dep.draft) if s is not None], dep.ep)
+    if dep.dp > 1:
+        out["all_to_all"] = dep.kernels.all_to_all_source(model, dep.ep)
+    return out
+
+
 def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[Dict] = None,
            cfg: Optional[RunConfig] = None) -> SimulationResult:
     """The run's result from its tables: the summary of ``p``'s run, updated with ``more``; ``cfg`` the run's."""
@@ -174,8 +205,7 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
         "tensor_parallel_size": int(p.pricer.tp),
         "profiles": p.profile_files,
         "profile_source": dict(p.profile_source),
-        **({"kernel_sources": p.deployment.kernels.sources(
-            p.deployment.tp, [s for s in (p.model, p.deployment.draft) if s is not None], p.deployment.ep)}
+        **({"kernel_sources": kernel_sources(p.deployment, p.model)}
            if p.deployment and p.deployment.kernels is not None else {}),
         "method": p.cfg.speculative.method if p.cfg.speculative.enabled else "none",
         "num_speculative_tokens": p.scheduler.num_speculative_tokens,
@@ -195,11 +225,13 @@ def finish(p: Prepared, req: pd.DataFrame, steps: pd.DataFrame, more: Optional[D
            if p.cfg.parallel.pipeline_parallel_size > 1 else {}),
         **({"expert_parallel_size": p.deployment.ep} if p.deployment and p.deployment.ep > 1 else {}),
         **(data_parallel_summary(steps, p.deployment.dp, p.deployment.redundant_experts)
-           if p.deployment and p.deployment.dp > 1 else {}),
+           if p.deployment and p.deployment.dp > 1 and "pool" not in steps else {}),  # pools: per pool
         "seed": p.cfg.seed,
+        "plan_digest": p.digest,  # the resolved run's content hash (a topology's: set by its pool figures)
         "warnings": list(p.warnings),
     }
 
+    extra["versions"] = kernel_versions(extra.get("kernel_sources"))  # the tables' vLLM against the semantics'
     extra.update(describe_proposer(p.cfg))
     extra.update(describe_acceptance(p.cfg))  # published rows, the across-k model or the default; {} if given
     warm = p.cfg.workload.warmup_requests  # the first N arrivals are left out of the metrics

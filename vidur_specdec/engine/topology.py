@@ -1,7 +1,8 @@
-"""A deployment as a topology of pools: each pool a role, a model, a device, TP/EP and an instance count.
+"""A deployment as a topology of pools: each pool a role, a model, a device, TP/EP/DP and an instance count.
 
 Each :class:`Pool` owns what one ``vllm serve`` per instance would own: its
-deployment (model, device, tensor/expert parallel), memory plan, fitted
+deployment (model, device, tensor/expert/data parallel, EPLB, dual-batch
+overlap: :data:`POOL_PARALLEL_KEYS`), memory plan, fitted
 predictor and scheduler, all built by ``vidur_specdec.engine.simulation.prepare``
 on the pool's own run config (:func:`pool_config`). A config without the
 ``disaggregation`` keys is the one-pool case: a ``mixed`` pool of
@@ -24,24 +25,28 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.config.disaggregation import DisaggregationConfig
 from vidur_specdec.config import unused
 from vidur_specdec.config.schema import ACCEPTANCE_KEYS
 from vidur_specdec.engine import kv_transfer
+from vidur_specdec.engine.digest import plan_digest
 from vidur_specdec.engine.resolve import from_dict
 
 ROLES = ("prefill", "decode")
+#: the ``parallel.*`` keys a pool sets for its instances (``disaggregation.<role>.<key>``; null: the run's)
+POOL_PARALLEL_KEYS = ("enable_expert_parallel", "data_parallel_size", "enable_eplb", "num_redundant_experts",
+                      "enable_dbo", "dbo_decode_token_threshold", "dbo_prefill_token_threshold")
 #: vLLM 0.33 ``SpeculativeConfig.use_eagle()`` methods this simulator models: their config enters NIXL's hash
 HASHED_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark")
 #: methods whose drafter keeps its own KV cache (what ``disaggregation.draft_kv`` is about)
 DRAFT_KV_METHODS = ("eagle", "eagle3", "mtp", "draft_model")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Pool:
     """One pool of identical instances and everything it owns (a :class:`~vidur_specdec.engine.simulation.Prepared`)."""
 
@@ -55,28 +60,40 @@ class Pool:
 
     @property
     def gpus(self) -> int:
-        """GPUs of the whole pool: instances × tensor-parallel size."""
-        return self.instances * self.deployment.tp
+        """GPUs of the whole pool: instances × data-parallel ranks × tensor-parallel size."""
+        return self.instances * self.deployment.dp * self.deployment.tp
 
     def describe(self) -> Dict:
-        """The pool in ``summary.json``: role, instances, model, device, TP, EP, GPUs, KV blocks per GPU."""
+        """The pool in ``summary.json``: role, instances, model, device, TP, EP, DP (with EPLB's spare experts and
+        dual-batch overlap), GPUs, KV blocks per GPU; a data-parallel pool's all-to-all source."""
         dep = self.deployment
         s = self.prepared.scheduler
-        return {"role": self.role, "instances": self.instances, "model": dep.model.name, "device": dep.device.name,
-                "tensor_parallel_size": dep.tp, "expert_parallel_size": dep.ep, "num_gpus": self.gpus,
-                "kv_blocks_per_gpu": int(self.prepared.memory.num_blocks),
-                "max_num_batched_tokens": s.chunk_size, "max_num_seqs": s.batch_size_cap}
+        cfg = self.prepared.cfg.parallel
+        out = {"role": self.role, "instances": self.instances, "model": dep.model.name, "device": dep.device.name,
+               "tensor_parallel_size": dep.tp, "expert_parallel_size": dep.ep, "num_gpus": self.gpus,
+               "kv_blocks_per_gpu": int(self.prepared.memory.num_blocks),
+               "max_num_batched_tokens": s.chunk_size, "max_num_seqs": s.batch_size_cap}
+        if dep.dp > 1:
+            out.update(data_parallel_size=dep.dp, num_redundant_experts=dep.redundant_experts,
+                       enable_dbo=bool(cfg.enable_dbo),
+                       all_to_all=dep.kernels.all_to_all_source(dep.model, dep.ep))
+        return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Topology:
     """Pools in routing order (prefill first) and the KV link between them; ``specs`` the run's requests."""
 
     cfg: RunConfig
-    pools: List[Pool]
-    specs: List = field(default_factory=list)
+    pools: Tuple[Pool, ...]
+    specs: Tuple = ()
     link: object = None  # kv_transfer.KVLink between prefill and decode pools
-    warnings: List[str] = field(default_factory=list)
+    warnings: Tuple[str, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        """Content hash of the whole topology (:func:`vidur_specdec.engine.digest.plan_digest`)."""
+        return plan_digest(self)
 
     def pool(self, role: str) -> Pool:
         return next(p for p in self.pools if p.role == role)
@@ -119,9 +136,11 @@ def pool_config(cfg: RunConfig, role: str) -> RunConfig:
     if pc.tensor_parallel_size is not None:
         d["parallel"]["tensor_parallel_size"] = pc.tensor_parallel_size
         keys["parallel.tensor_parallel_size"] = f"disaggregation.{role}.tensor_parallel_size"
-    if pc.enable_expert_parallel is not None:
-        d["parallel"]["enable_expert_parallel"] = pc.enable_expert_parallel
-        keys["parallel.enable_expert_parallel"] = f"disaggregation.{role}.enable_expert_parallel"
+    for name in POOL_PARALLEL_KEYS:  # the pool's own DP, EP, EPLB and DBO (vLLM's engine arguments)
+        v = getattr(pc, name)
+        if v is not None:
+            d["parallel"][name] = v
+            keys[f"parallel.{name}"] = f"disaggregation.{role}.{name}"
     if pc.device is not None:
         d["device"] = pc.device
         keys["device"] = f"disaggregation.{role}.device"
@@ -215,7 +234,6 @@ def prepare_topology(cfg: RunConfig, prepare) -> Topology:
             decode = p
         pools.append(Pool(role, getattr(cfg.disaggregation, f"{role}_instances"), p))
     pools.reverse()
-    top = Topology(cfg, pools, decode.specs)
-    top.link = kv_transfer.build_link(cfg, top)
-    top.warnings = list(dict.fromkeys(w for p in pools for w in p.prepared.warnings))
-    return top
+    top = Topology(cfg, tuple(pools), decode.specs)
+    return dataclasses.replace(top, link=kv_transfer.build_link(cfg, top),
+                               warnings=tuple(dict.fromkeys(w for p in pools for w in p.prepared.warnings)))

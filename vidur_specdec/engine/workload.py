@@ -153,7 +153,8 @@ def read_trace_frame(path, key: str = "workload.trace_file") -> pd.DataFrame:
 def read_trace(path) -> List[RequestSpec]:
     """The requests of a trace file (see :func:`read_trace_frame`)."""
     df = read_trace_frame(path)
-    cats = df["category"].astype(str).tolist() if "category" in df.columns else [None] * len(df)
+    cats = ([None if pd.isna(c) or str(c).strip() == "" else str(c).strip() for c in df["category"]]
+            if "category" in df.columns else [None] * len(df))  # an empty cell: no category of its own
     return [RequestSpec(float(a), int(pr), int(o), c)
             for a, pr, o, c in zip(df["arrived_at_s"], df["prompt_tokens"], df["output_tokens"], cats)]
 

@@ -15,6 +15,7 @@ them from here. ``device:`` in a run config is a built-in name (``a100``,
     l2_bytes: 48e6            # optional: L2 size (default: A100's 40 MiB)
     fp8_flops: 242e12         # optional: dense FP8 tensor-core FLOP/s (default 0: no FP8)
     fp4_flops: 0              # optional: dense FP4 (NVFP4) tensor-core FLOP/s (default 0: no FP4)
+    interconnect: pcie        # optional: nvlink (default) or pcie, the link between a node's GPUs
 
 Units: bytes, bytes/s, FLOP/s.
 """
@@ -49,6 +50,7 @@ class DeviceSpec:
     l2_bytes: int = 40 * MIB
     fp8_flops: float = 0.0  # dense FP8 (e4m3) tensor-core FLOP/s; 0 = the GPU has no FP8 tensor cores
     fp4_flops: float = 0.0  # dense FP4 (NVFP4 e2m1) tensor-core FLOP/s; 0 = the GPU has no FP4 tensor cores
+    interconnect: str = "nvlink"  # GPU-to-GPU link in one node: nvlink, or pcie (a card without NVLink)
 
     def builder_fields(self) -> Dict:
         """The mapping the analytical profile builder reads (its historical key names).
@@ -91,9 +93,10 @@ BUILTIN: Dict[str, DeviceSpec] = {
                    fp8_flops=5000e12, fp4_flops=10000e12),
         DeviceSpec("gb300", 284208 * MIB, 8000e9, 2500e12, 1800e9, sms=148, l2_bytes=126 * MIB,
                    fp8_flops=5000e12, fp4_flops=15000e12),
-        DeviceSpec("l40s", 46068 * MIB, 864e9, 362.05e12, 64e9, sms=142, l2_bytes=96 * MIB, fp8_flops=733e12),
+        DeviceSpec("l40s", 46068 * MIB, 864e9, 362.05e12, 64e9, sms=142, l2_bytes=96 * MIB, fp8_flops=733e12,
+                   interconnect="pcie"),
         DeviceSpec("rtx_pro_6000", 97887 * MIB, 1792e9, 467.8e12, 128e9, sms=188, l2_bytes=128 * MIB,
-                   fp8_flops=935.6e12, fp4_flops=1871.2e12),
+                   fp8_flops=935.6e12, fp4_flops=1871.2e12, interconnect="pcie"),
     )
 }
 # Blackwell and PCIe cards. Memory (nvidia-smi memory.total), HBM/GDDR bandwidth and dense BF16/FP8
@@ -114,6 +117,7 @@ BUILTIN: Dict[str, DeviceSpec] = {
 # 2,430 MHz boost; Hopper, Ada and Ampere have no FP4 tensor cores (0).
 
 REQUIRED = ("memory_bytes", "hbm_bandwidth", "bf16_flops", "nvlink_bandwidth")
+INTERCONNECTS = ("nvlink", "pcie")  # DeviceSpec.interconnect: how a node's GPUs reach each other
 
 
 def from_mapping(data: Mapping, where: str = "device") -> DeviceSpec:
@@ -131,8 +135,13 @@ def from_mapping(data: Mapping, where: str = "device") -> DeviceSpec:
     if name is not None and not isinstance(name, str):
         raise DeviceError(f"{where}: name must be a string, got {name!r}")
     out = {"name": name or Path(where).stem}
+    if "interconnect" in data:
+        if data["interconnect"] not in INTERCONNECTS:
+            raise DeviceError(f"{where}: interconnect must be one of {', '.join(INTERCONNECTS)}, got "
+                              f"{data['interconnect']!r}")
+        out["interconnect"] = data["interconnect"]
     for f in fields(DeviceSpec):
-        if f.name == "name" or f.name not in data:
+        if f.name in ("name", "interconnect") or f.name not in data:
             continue
         out[f.name] = _figure(f.name, data[f.name], f.type in (int, "int"), where)
     return DeviceSpec(**out)

@@ -15,6 +15,13 @@ Figures and their sources:
   Vidur's A100 ``a100_dgx/all_reduce.csv``: 150 GB/s on NVLink3's nominal
   600 GB/s), scaled by the device's NVLink bandwidth (H100/H200 NVLink4:
   225 GB/s); the latency is that fit's start-up latency (0.033 ms).
+* ``pcie`` — both instances in one node of cards without NVLink (L40S, RTX PRO 6000;
+  ``DeviceSpec.interconnect``): the same formula at the card's PCIe bandwidth (its
+  ``nvlink_bandwidth`` figure holds the PCIe figure, both directions), the same
+  NCCL efficiency and start-up latency as the NVLink fit (an assumption: P2P over
+  PCIe through a switch reaches a similar fraction of its line rate). ``nvlink`` on
+  such a card is refused (:mod:`vidur_specdec.engine.kv_transfer`), and so is
+  ``pcie`` on an NVLink card.
 * ``infiniband_ndr`` — across nodes over InfiniBand NDR, one 400 Gb/s
   ConnectX-7 port per GPU, as NVIDIA's DGX H100/H200 compute fabric is built
   (NVIDIA DGX H100/H200 User Guide, "Network Ports": eight single-port
@@ -49,6 +56,16 @@ register = registrar(LINKS)  # a link figure function under a value of disaggreg
 @register("nvlink")
 def _nvlink(device: DeviceSpec) -> Tuple[float, float]:
     return fit.BUS_BANDWIDTH * device.nvlink_bandwidth / fit.REFERENCE_NVLINK_BANDWIDTH, fit.LATENCY_MS
+
+
+@register("pcie")
+def _pcie(device: DeviceSpec) -> Tuple[float, float]:
+    return fit.BUS_BANDWIDTH * device.nvlink_bandwidth / fit.REFERENCE_NVLINK_BANDWIDTH, fit.LATENCY_MS
+
+
+def in_node(device: DeviceSpec) -> str:
+    """The link between two instances in one node of ``device``: ``nvlink``, or ``pcie`` for a card without it."""
+    return "pcie" if device.interconnect == "pcie" else "nvlink"
 
 
 @register("infiniband_ndr")

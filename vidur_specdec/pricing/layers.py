@@ -11,7 +11,8 @@ the layer-count-weighted mean layer, each part from its own module:
 * **hybrid linear attention** (Qwen3.5's gated delta net beside full
   attention): projections from the kernel source's GEMMs, the linear layers'
   whole step (:meth:`~vidur_specdec.costs.kernels.base.KernelSource.linear_attention_ms`)
-  riding on the decode op;
+  riding on the decode op; a pipeline stage's mean layer takes the stage's own
+  full-attention share (``full_share``);
 * **sliding beside global layers** of another head shape (Gemma 4):
   :class:`~vidur_specdec.pricing.global_layers.GlobalLayerMix`.
 
@@ -22,7 +23,7 @@ decode steps repeat their token counts and group sizes, prefill mixes rarely do.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from vidur_specdec.architectures.layer_plan import gdn_conv_dim
 from vidur_specdec.pricing.global_layers import GlobalLayerMix
@@ -33,7 +34,8 @@ MEMO_LIMIT = 65536  # entries kept per memo before it is cleared
 class MeanLayer:
     """The per-op times of a step's mean layer (module docstring) for one deployment."""
 
-    def __init__(self, target, model, tp: int, kernels, verify_cost, ep: int = 1) -> None:
+    def __init__(self, target, model, tp: int, kernels, verify_cost, ep: int = 1,
+                 full_share: Optional[float] = None) -> None:
         self.m = target
         self.spec = model
         self.tp = tp
@@ -44,7 +46,9 @@ class MeanLayer:
         self.moe_spec = model if model.is_moe else None
         self.dense_share = model.dense_layers / model.num_layers if model.is_moe else 1.0
         self.hybrid = model if getattr(model, "linear_layers", 0) else None
-        self.full_share = (model.num_layers - model.linear_layers) / model.num_layers if self.hybrid else 1.0
+        # the full-attention share of the layers priced: the model's, or a pipeline stage's own (``full_share``)
+        self.full_share = (1.0 if not self.hybrid else full_share if full_share is not None
+                           else (model.num_layers - model.linear_layers) / model.num_layers)
         self.global_mix = GlobalLayerMix(model, tp, kernels) if getattr(model, "global_head_dim", 0) else None
         self._linear: Dict[int, tuple] = {}  # tokens -> (rope, pre, post, up, down, act, attn_norm, mlp_norm, add, tp)
         self._moe_memo: Dict[tuple, Tuple[float, float]] = {}
@@ -92,6 +96,8 @@ class MeanLayer:
         """Decode and verify attention of the step's decoding requests (ms, mean layer)."""
         if self.hybrid is not None:  # the gated-delta-net layers' whole step rides on the decode op
             full = self.verify.attention_ms(self.m, comp.decode_q, comp.decode_ctx) if comp.decode_q else 0.0
+            if self.full_share == 1.0:  # a pipeline stage of full-attention layers only
+                return full
             return self.full_share * full + (1.0 - self.full_share) * self.linear_attention_ms(comp)
         if not comp.decode_q:
             return 0.0

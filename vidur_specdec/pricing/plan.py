@@ -98,8 +98,11 @@ class StepPlan(NamedTuple):
     Totals, in tokens unless named: ``num_tokens`` (all charged), ``num_decodes``
     (requests), ``guesses_total``, ``accepted_total``, ``prefill_tokens``,
     ``context_tokens``, ``logit_rows`` (positions that need logits),
-    ``verifying`` (decoding requests with guesses). ``composition`` is the same
-    step in :class:`StepComposition`'s shape.
+    ``verifying`` (decoding requests with guesses). The plan is also the step in
+    :class:`StepComposition`'s shape (``decode_q``, ``decode_ctx``, ``prefill``,
+    ``decode_catchup``, ``decode_prev_q``, ``max_guesses``; ``composition`` is the
+    plan itself), which the proposers and the verify-cost policies read (lists:
+    read only).
     """
 
     k: int
@@ -111,7 +114,6 @@ class StepPlan(NamedTuple):
     context: Tuple[int, ...]
     guesses: Tuple[int, ...]
     accepted: Tuple[int, ...]
-    composition: StepComposition
     num_tokens: int
     num_decodes: int
     guesses_total: int
@@ -120,8 +122,23 @@ class StepPlan(NamedTuple):
     context_tokens: int
     logit_rows: int
     verifying: int
+    decode_q: List[int]
+    decode_ctx: List[int]
+    prefill: List[Tuple[int, int]]
+    decode_catchup: List[int]
+    decode_prev_q: List[int]
     dp_parts: Optional[Tuple[Optional["StepPlan"], ...]] = None
     draft_recompute: Tuple[int, ...] = ()
+
+    @property
+    def composition(self) -> "StepPlan":
+        """The step in :class:`StepComposition`'s shape: the plan itself."""
+        return self
+
+    @property
+    def max_guesses(self) -> int:
+        q = self.decode_q
+        return max(q) - 1 if q else 0
 
     @property
     def num_requests(self) -> int:
@@ -190,18 +207,16 @@ def build_plan(k: int, drafter_sync: bool, dec: DecodePart, pre: PrefillPart = N
     num_tokens = d_tokens + p_tokens
     if npf:
         zeros = (0,) * npf
-        comp = StepComposition(num_tokens, dq, dec.context, list(zip(pre.context, pre.chunks)), dec.catchup,
-                               dec.previous_q, drafter_sync)
         return StepPlan(k, drafter_sync, tuple(dec.ids + pre.ids), tuple(dec.indices + pre.indices),
                         (True,) * nd + (False,) * npf, tuple(dq + pre.chunks), tuple(dec.context + pre.context),
-                        tuple(dec.guesses) + zeros, tuple(dec.accepted) + zeros, comp, num_tokens, nd,
+                        tuple(dec.guesses) + zeros, tuple(dec.accepted) + zeros, num_tokens, nd,
                         sum(dec.guesses), sum(dec.accepted), p_tokens, sum(dec.context) + sum(pre.context),
-                        d_tokens + sum(pre.completes), nd - dq.count(1), None, tuple(draft_recompute))
-    comp = StepComposition(num_tokens, dq, dec.context, [], dec.catchup, dec.previous_q, drafter_sync)
+                        d_tokens + sum(pre.completes), nd - dq.count(1), dq, dec.context,
+                        list(zip(pre.context, pre.chunks)), dec.catchup, dec.previous_q, None, tuple(draft_recompute))
     return StepPlan(k, drafter_sync, tuple(dec.ids), tuple(dec.indices), (True,) * nd, tuple(dq),
-                    tuple(dec.context), tuple(dec.guesses), tuple(dec.accepted), comp, num_tokens, nd,
-                    sum(dec.guesses), sum(dec.accepted), 0, sum(dec.context), d_tokens, nd - dq.count(1), None,
-                    tuple(draft_recompute))
+                    tuple(dec.context), tuple(dec.guesses), tuple(dec.accepted), num_tokens, nd,
+                    sum(dec.guesses), sum(dec.accepted), 0, sum(dec.context), d_tokens, nd - dq.count(1), dq,
+                    dec.context, [], dec.catchup, dec.previous_q, None, tuple(draft_recompute))
 
 
 def merge_ranks(parts: Sequence[Optional[StepPlan]]) -> StepPlan:
@@ -219,22 +234,20 @@ def merge_ranks(parts: Sequence[Optional[StepPlan]]) -> StepPlan:
         return sum(getattr(p, name) for p in live)
 
     def joined(name):
-        return [x for p in live for x in getattr(p.composition, name)]
+        return [x for p in live for x in getattr(p, name)]
 
     sync = any(p.drafter_sync for p in live)
-    comp = StepComposition(total("num_tokens"), joined("decode_q"), joined("decode_ctx"), joined("prefill"),
-                           joined("decode_catchup"), joined("decode_prev_q"), sync)
     return StepPlan(max(p.k for p in live), sync, cat("request_ids"), cat("indices"), cat("decoding"),
-                    cat("tokens_charged"), cat("context"), cat("guesses"), cat("accepted"), comp,
+                    cat("tokens_charged"), cat("context"), cat("guesses"), cat("accepted"),
                     total("num_tokens"), total("num_decodes"), total("guesses_total"), total("accepted_total"),
                     total("prefill_tokens"), total("context_tokens"), total("logit_rows"), total("verifying"),
-                    tuple(parts), cat("draft_recompute"))
+                    joined("decode_q"), joined("decode_ctx"), joined("prefill"), joined("decode_catchup"),
+                    joined("decode_prev_q"), tuple(parts), cat("draft_recompute"))
 
 
 def idle_rank_plan(num_tokens: int = 1) -> StepPlan:
     """The step of a rank with no request: ``num_tokens`` tokens of no request, nothing to log or sample."""
-    return StepPlan(0, False, (), (), (), (), (), (), (), StepComposition(num_tokens, [], [], []),
-                    num_tokens, 0, 0, 0, 0, 0, 0, 0)
+    return StepPlan(0, False, (), (), (), (), (), (), (), num_tokens, 0, 0, 0, 0, 0, 0, 0, [], [], [], [], [])
 
 
 def decode_plan(batch_size: int, k: int, context: int, ranks: int = 1) -> StepPlan:
@@ -260,7 +273,7 @@ def plan_from_lists(decode_q: Sequence[int], decode_ctx: Sequence[int], prefill:
     plan = build_plan(max((q - 1 for q in decode_q), default=0) if k is None else k, False, dec, pre)
     if num_tokens is not None and int(num_tokens) != plan.num_tokens:
         n = int(num_tokens)
-        plan = plan._replace(num_tokens=n, composition=plan.composition._replace(num_tokens=n))
+        plan = plan._replace(num_tokens=n)
     return plan
 
 

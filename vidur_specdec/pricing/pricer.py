@@ -23,11 +23,13 @@ A step's time is
   LM head, sampling, the engine's CPU work;
 * a data-parallel group (:mod:`~vidur_specdec.pricing.data_parallel`): the
   slowest rank's own work plus the routed experts on the busiest GPU and the
-  all-to-all.
+  all-to-all, or with dual-batch overlap (:mod:`~vidur_specdec.pricing.dbo`) two
+  micro-batches whose all-to-all runs under each other's compute.
 
 Under pipeline parallelism :meth:`StepPricer.price` prices one stage (its
 layers, its send; the engine's CPU work on the first stage, LM head, sampling
-and drafter on the last, as vLLM 0.33 places them). Times in ms per step (one
+and drafter on the last, as vLLM 0.33 places them); a hybrid model's stage is
+priced at its own full-attention and linear-attention layers by position. Times in ms per step (one
 GPU of the replica's), ``StepPrice.total_time`` in seconds.
 """
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from vidur_specdec.architectures import layer_plan
 from vidur_specdec.costs import pipeline
 from vidur_specdec.costs.step_overheads import StepCost
 from vidur_specdec.pricing.layers import MEMO_LIMIT, MeanLayer
@@ -52,12 +55,14 @@ class StepPricer:
     no speculation); ``overheads``: a :class:`~vidur_specdec.costs.step_overheads.StepOverheads` (None: none);
     ``all_reduce``: the ``engine.all_reduce`` collective model; ``tp``/``pp``/``ep``/``dp``: the replica's
     tensor-parallel, pipeline, expert-parallel and data-parallel sizes; ``redundant_experts``: EPLB's spare
-    copies; ``eagle3_aux``: stages also send the auxiliary hidden states an EAGLE-3-family drafter reads.
+    copies; ``eagle3_aux``: stages also send the auxiliary hidden states an EAGLE-3-family drafter reads;
+    ``dbo``: a data-parallel group's dual-batch overlap (:class:`~vidur_specdec.pricing.dbo.DualBatchOverlap`;
+    None: off).
     """
 
     def __init__(self, target, model, device, kernels, verify_cost, proposer=None, overheads=None,
                  all_reduce=None, tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1, redundant_experts: int = 0,
-                 eagle3_aux: bool = False) -> None:
+                 eagle3_aux: bool = False, dbo=None) -> None:
         if model is None or kernels is None:
             raise ValueError("a step pricer needs the target's ModelSpec and the run's kernel source")
         self.target = target
@@ -70,18 +75,29 @@ class StepPricer:
         self.tp, self.pp, self.ep, self.dp = int(tp), int(pp), int(ep), int(dp)
         self.redundant_experts = int(redundant_experts)
         if proposer is not None:  # the target's device, TP, collective model and kernel source
-            proposer.bind(ProposerContext(kernels.device, self.tp, all_reduce, kernels))
+            proposer.bind(ProposerContext(kernels.device, self.tp, all_reduce, kernels, data_parallel=self.dp > 1))
         self.layer = MeanLayer(target, model, self.tp, kernels, verify_cost, ep=self.ep)
         self.num_layers = model.num_layers
         self._extra = {}  # (logit rows, requests, verifying) -> StepCost
         if self.pp > 1:
             self.stage_ranges = [pipeline.stage_range(model.num_layers, self.pp, s) for s in range(self.pp)]
+            self.stage_layer = [self._stage_layer(*r) for r in self.stage_ranges]
             self.aux = [pipeline.aux_states_sent(model.num_layers, self.pp, s) if eagle3_aux else 0
                         for s in range(self.pp)]
         if self.dp > 1:
             from vidur_specdec.pricing.data_parallel import GroupPricer  # lazy: only data-parallel runs use it
 
-            self.group = GroupPricer(self)
+            self.group = GroupPricer(self, dbo)
+
+    def _stage_layer(self, start: int, end: int) -> MeanLayer:
+        """The mean layer of decoder layers ``[start, end)``: a hybrid model's stage with its own share of
+        full-attention and linear-attention layers by position (``layer_types``), else the model's mean layer."""
+        if not getattr(self.model, "linear_layers", 0):
+            return self.layer
+        linear = layer_plan.linear_layers_in(self.model, start, end)
+        share = (end - start - linear) / (end - start)
+        return MeanLayer(self.target, self.model, self.tp, self.kernels, self.verify_cost, ep=self.ep,
+                         full_share=share)
 
     # ------------------------------------------------------------------ the one entry point
     def price(self, plan: StepPlan, stage: int = 0) -> StepPrice:
@@ -151,13 +167,13 @@ class StepPricer:
         (vLLM 0.33 puts the drafter on the last rank, ``gpu_model_runner.py``)."""
         start, end = self.stage_ranges[stage]
         n = end - start
-        layer = self.layer
+        layer = self.stage_layer[stage]  # a hybrid model's stage: its own full/linear mix
         moe, moe_layers, share = None, 0, layer.dense_share
         if layer.moe_spec is not None:
             dense = max(0, min(end, layer.moe_spec.dense_layers) - start)
             share = dense / n
             moe_layers = n - dense
-            moe = layer.moe(plan)
+            moe = self.layer.moe(plan)  # one MoE price per step, whatever the stage
         last = stage == self.pp - 1
         send = 0.0
         if not last:

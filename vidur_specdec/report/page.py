@@ -33,7 +33,11 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from vidur_specdec.config.files import naming
 from vidur_specdec.config import ConfigError
+from vidur_specdec.config.vllm_defaults import VLLM_VERSION
+from vidur_specdec.costs.kernels import table_data as TD
+from vidur_specdec.costs.kernels.tables import VLLM_VERSION as TABLES_VLLM
 from vidur_specdec.report.answer import answer
 from vidur_specdec.report.assets import CSS as _CSS, JS as _JS
 import yaml
@@ -179,7 +183,8 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
         others = [str(d).upper() for d in devs if d != "a100"]
         if others:
             parts.append(f"operator times for {', '.join(others)} from vLLM's measured kernel tables "
-                         "(aiconfigurator-core 0.12.0, vLLM 0.24.0 rows) wherever a table covers the op, the "
+                         f"({TD.PACKAGE} {TD.PACKAGE_VERSION}, measured on vLLM {TABLES_VLLM}, while scheduling and "
+                         f"speculation follow vLLM {VLLM_VERSION}) wherever a table covers the op, the "
                          "calibrated roofline for the rest (a run's summary.json names the source per op family; "
                          "docs/profiles.md)")
         prof = "; ".join(parts)
@@ -440,8 +445,9 @@ def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        with naming(path, tmp):
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

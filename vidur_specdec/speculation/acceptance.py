@@ -177,9 +177,29 @@ class AcceptanceModel:
         return RequestAcceptance(cdf, self.k, self.stream(request.index, request.output_tokens))
 
     def set_categories(self, categories: Sequence[Optional[str]], row_category: str) -> None:
-        """Per-request workload categories (by request index) and the category of the published row."""
-        if self._context_rates is not None and any(c is not None for c in categories):
-            self._categories, self._row_category = list(categories), row_category
+        """Per-request workload categories (by request index) and the category of the published row.
+
+        A category without a published factor (:func:`~.acceptance_factors.category_factors`), or a row whose own
+        category has none, is refused in one line: its requests would silently keep the row's rates.
+        """
+        if self._context_rates is None or all(c is None for c in categories):
+            return
+        from vidur_specdec.config import ConfigError
+        from vidur_specdec.speculation.acceptance_factors import category_factors
+
+        known = category_factors()
+        names = ", ".join(sorted(known))
+        for i, c in enumerate(categories):
+            if c is not None and c not in known:
+                raise ConfigError(f"workload.trace_file: request {i} (by arrival) has category {str(c)[:40]!r}, "
+                                  f"which published acceptance has no factor for (factors: {names}); leave the "
+                                  "cell empty for the published row's own category, or remove dataset from "
+                                  "speculative.acceptance_factors")
+        if row_category not in known:
+            raise ConfigError(f"speculative.acceptance_factors: the published row's category {row_category!r} has no "
+                              f"factor (factors: {names}) to scale the trace's categories from; remove dataset "
+                              "from speculative.acceptance_factors, or the trace's category column")
+        self._categories, self._row_category = list(categories), row_category
 
     def _category_of(self, index: int) -> Optional[str]:
         if self._categories is None or index >= len(self._categories):

@@ -94,7 +94,7 @@ def _curves_from(rows: Sequence[library.Row]) -> List[Curve]:
             for j in range(1, len(u)):  # L(j) below the row's own k, from its per-position rates
                 pts.setdefault(j, 1.0 + sum(u[:j]))
         for r in rs:
-            pts[r.k] = r.mean_acceptance_length
+            pts[r.k] = r.drafted_length()  # per proposing step, as its per-position rates
         if len(pts) >= 2:
             label = f"{key[0]} + {key[1]} on {key[3]}" + (f" {key[5]}" if key[5] else "")
             out.append(Curve(FAMILY[key[2]], label, tuple(sorted(pts.items())), tuple(r.line for r in rs)))

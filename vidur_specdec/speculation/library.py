@@ -18,8 +18,14 @@ request, or a paper and its table or section). Columns:
 ``temperature``        sampling temperature of the measurement (empty: not stated)
 ``variant``            a setting that splits one source's curves (InferenceX ``thinking_on``/``off``)
 ``engine``             the serving engine that measured it (vllm, sglang, ...)
-``mean_acceptance_length``  L at ``k``
-``per_position``       rates at positions 1..k, space-separated (empty: not published)
+``mean_acceptance_length``  L at ``k``: tokens per decode step, the bonus token included. For n-gram and suffix
+                       proposals (which propose only where the context finds a match) every decode step counts,
+                       a step that proposed nothing adding one token
+``proposal_rate``      n-gram and suffix rows: the share of decode steps that proposed (drafts / steps), from the
+                       same source (empty: not published; the row's L then counts every step as verifying k
+                       guesses, as engines that pad a draft do); empty for model-based drafters (always propose)
+``per_position``       rates at positions 1..k, space-separated (empty: not published); n-gram and suffix rows:
+                       per drafted step, so 1 + proposal_rate · Σ unconditional rates = L
 ``per_position_kind``  ``unconditional`` (P(guess j accepted), vLLM's per-position metric:
                        accepted at j / drafts) or ``conditional`` (given 1..j-1 accepted)
 ``source``             where the figure is; ``note``: what a reader needs to read it
@@ -33,14 +39,17 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 LIBRARY_PATH = Path(__file__).resolve().parent / "data" / "acceptance_library.csv"
 FIELDS = ("target", "drafter", "method", "dataset", "category", "k", "structure", "temperature", "variant",
-          "engine", "mean_acceptance_length", "per_position", "per_position_kind", "source", "note")
+          "engine", "mean_acceptance_length", "proposal_rate", "per_position", "per_position_kind", "source", "note")
 METHODS = ("eagle", "eagle3", "mtp", "ngram", "suffix", "draft_model", "medusa")
+MATCH_METHODS = ("ngram", "suffix")  # propose only where the context finds a match (proposal_rate)
 CATEGORIES = ("chat", "coding", "math", "qa", "summarisation", "agentic", "multilingual", "mixed")
 STRUCTURES = ("chain", "tree")
 KINDS = ("", "unconditional", "conditional")
@@ -65,6 +74,7 @@ class Row:
     variant: str
     engine: str
     mean_acceptance_length: float
+    proposal_rate: Optional[float]
     per_position: Tuple[float, ...]
     per_position_kind: str
     source: str
@@ -90,17 +100,27 @@ class Row:
             prev = u
         return tuple(out)
 
+    def drafted_length(self) -> float:
+        """L per proposing step: the row's L less its steps that proposed nothing (an n-gram or suffix row that
+        publishes its proposal rate: 1 + (L - 1) / proposal_rate); L itself otherwise."""
+        if self.proposal_rate is None:
+            return self.mean_acceptance_length
+        return 1.0 + (self.mean_acceptance_length - 1.0) / self.proposal_rate
+
     def describe(self) -> str:
         """One line: pair, dataset, k, L and the source."""
         var = f" {self.variant}" if self.variant else ""
-        return (f"{self.target} + {self.drafter} ({self.method}) on {self.dataset}{var}, k={self.k}: "
-                f"L={self.mean_acceptance_length:g} [{self.source}]")
+        rate = f", proposal rate {self.proposal_rate:g}" if self.proposal_rate is not None else ""
+        tree = " (tree)" if self.structure == "tree" else ""
+        return (f"{self.target} + {self.drafter} ({self.method}{tree}) on {self.dataset}{var}, k={self.k}: "
+                f"L={self.mean_acceptance_length:g}{rate} [{self.source}]")
 
     def cite(self) -> Dict:
         """The row as ``summary.json`` names it."""
         return {"line": self.line, "target": self.target, "drafter": self.drafter, "method": self.method,
                 "dataset": self.dataset, "variant": self.variant or None, "k": self.k,
                 "temperature": self.temperature, "mean_acceptance_length": self.mean_acceptance_length,
+                "proposal_rate": self.proposal_rate,
                 "per_position": list(self.per_position) or None,
                 "per_position_kind": self.per_position_kind or None, "source": self.source}
 
@@ -108,9 +128,11 @@ class Row:
 def _row(line: int, d: Dict[str, str]) -> Row:
     per = tuple(float(x) for x in d["per_position"].split()) if d["per_position"].strip() else ()
     temp = d["temperature"].strip()
+    rate = d["proposal_rate"].strip()
     return Row(line, d["target"], d["drafter"], d["method"], d["dataset"], d["category"], int(d["k"]),
                d["structure"], float(temp) if temp else None, d["variant"], d["engine"],
-               float(d["mean_acceptance_length"]), per, d["per_position_kind"], d["source"], d["note"])
+               float(d["mean_acceptance_length"]), float(rate) if rate else None, per, d["per_position_kind"],
+               d["source"], d["note"])
 
 
 def read_library(path: Path = LIBRARY_PATH) -> Tuple[Row, ...]:
@@ -156,6 +178,11 @@ def row_problems(r: Row) -> List[str]:
         bad.append(f"temperature {r.temperature}")
     if not any(form in r.source for form in SOURCE_FORMS):
         bad.append("source names no file@commit, issue, PR or paper")
+    if r.proposal_rate is not None:
+        if r.method not in MATCH_METHODS:
+            bad.append(f"proposal_rate given for method {r.method} (a model-based drafter proposes every step)")
+        elif not 0 < r.proposal_rate <= 1:
+            bad.append(f"proposal_rate {r.proposal_rate} outside (0, 1]")
     if r.per_position:
         if len(r.per_position) != r.k:
             bad.append(f"{len(r.per_position)} per-position rates for k = {r.k}")
@@ -164,9 +191,10 @@ def row_problems(r: Row) -> List[str]:
         u = r.unconditional()
         if any(b > a + 1e-9 for a, b in zip(u, u[1:])):
             bad.append("unconditional rates rise with position")
-        if abs(1.0 + sum(u) - r.mean_acceptance_length) > CONSISTENCY_TOL:
-            bad.append(f"1 + sum of unconditional rates = {1 + sum(u):.4f} disagrees with L = "
-                       f"{r.mean_acceptance_length}")
+        drafted = r.proposal_rate if r.proposal_rate is not None else 1.0  # rates are per drafted step
+        if abs(1.0 + drafted * sum(u) - r.mean_acceptance_length) > CONSISTENCY_TOL:
+            bad.append(f"1 + proposal rate x sum of unconditional rates = {1 + drafted * sum(u):.4f} disagrees "
+                       f"with L = {r.mean_acceptance_length}")
     return bad
 
 
@@ -207,6 +235,63 @@ def nearest(target: str, drafter: str, dataset: Optional[str], n: int = 3) -> Li
         if len(best) == n:
             break
     return best
+
+
+# --------------------------------------------------------------------------- model names
+
+# Checkpoint words that do not change the model (format, tuning, date): dropped from a family name.
+_FORMAT_WORDS = ("meta", "instruct", "chat", "hf", "it", "base", "fp8", "nvfp4", "mxfp4", "fp4", "bf16", "awq", "int4",
+                 "w4a16", "w8a8", "2507", "0528", "0324", "thinking", "preview")
+_SIZE = re.compile(r"^(?:a)?\d+(?:\.\d+)?[bm]$|^\d+e$")  # 70b, a17b, 1.7b, 160m, 16e (experts)
+# Models of one family under another name, each with why (the architecture and MTP/heads they share):
+SIBLINGS: Dict[str, str] = {
+    # DeepSeek-R1 is post-trained from DeepSeek-V3-Base (arXiv 2501.12948, Sec. 2); V3.1 and V3.2 continue V3's
+    # training and keep its one MTP layer (num_nextn_predict_layers 1 in their config.json)
+    "deepseek-r1": "deepseek-v3", "deepseek-v3.1": "deepseek-v3", "deepseek-v3.2": "deepseek-v3",
+    "deepseek-v3.1-terminus": "deepseek-v3", "deepseek-v3.2-exp": "deepseek-v3",
+    # GLM-5.x: one architecture (GlmMoeDsaForCausalLM, vllm-project/vllm PR #46075) and its NextN (MTP) layer
+    "glm-5.1": "glm-5", "glm-5.2": "glm-5",
+    # Llama-3.3-70B is Llama-3.1-70B's architecture, post-trained further (its model card)
+    "llama-3.3": "llama-3.1",
+}
+
+
+def _base(name: str) -> str:
+    return name.split("/")[-1].lower()
+
+
+def family(name: str) -> str:
+    """The model family of a checkpoint name: without organisation, size, format or date words
+    (``Qwen/Qwen3.5-122B-A10B`` -> ``qwen3.5``); a registered sibling maps to its family (:data:`SIBLINGS`)."""
+    key = _base_family(name)
+    return SIBLINGS.get(key, key)
+
+
+def _base_family(name: str) -> str:
+    """The family before the sibling table (DeepSeek-R1 is DeepSeek-V3's sibling, not the same model)."""
+    parts = [p for p in re.split(r"[-_]", _base(name)) if p and not _SIZE.match(p) and p not in _FORMAT_WORDS]
+    return "-".join(parts)
+
+
+def size_b(name: str) -> Optional[float]:
+    """Total parameters in billions as the name states them (``122B-A10B`` -> 122), or None."""
+    for p in re.split(r"[-_]", _base(name)):
+        m = re.match(r"^(\d+(?:\.\d+)?)([bm])$", p)
+        if m:
+            return float(m.group(1)) / (1000.0 if m.group(2) == "m" else 1.0)
+    return None
+
+
+def size_gap(a: str, b: str) -> float:
+    sa, sb = size_b(a), size_b(b)
+    if sa is None or sb is None:
+        return 0.0 if sa == sb else math.inf
+    return abs(math.log(sa / sb))
+
+
+def same_model(a: str, b: str) -> bool:
+    """The same model: the same name, or one family and size (another checkpoint or format of it)."""
+    return a.lower() == b.lower() or (_base_family(a) == _base_family(b) and size_b(a) == size_b(b))
 
 
 def pairs(library: Optional[Sequence[Row]] = None) -> int:

@@ -67,9 +67,12 @@ def prompt_lookup(spec) -> tuple:
     return lo, hi
 
 
-def runner_of(spec, engine) -> str:
-    """The model runner a method runs on: ``suffix`` always on v1 (vLLM 0.33 falls back to V1 for it)."""
-    return "v1" if spec.method == "suffix" else engine.model_runner
+def runner_of(spec, engine, parallel=None) -> str:
+    """The model runner a method runs on: ``suffix`` always on v1, and every method under dual-batch overlap
+    (``parallel.enable_dbo``): vLLM 0.33 falls back to V1 for both (``vllm/config/vllm.py``
+    ``_get_v2_model_runner_unsupported_features``)."""
+    dbo = parallel is not None and parallel.enable_dbo and parallel.data_parallel_size > 1
+    return "v1" if spec.method == "suffix" or dbo else engine.model_runner
 
 
 class RequestProposals:
@@ -106,7 +109,7 @@ class ProposalModel:
         spec = cfg.speculative
         if not spec.enabled or spec.method not in VARIABLE_METHODS:
             return None
-        runner = runner_of(spec, cfg.engine)
+        runner = runner_of(spec, cfg.engine, cfg.parallel)
         if spec.method == "suffix":
             return cls(spec.proposal_rate, cfg.seed, spec.proposal_spread, 0,
                        spec.suffix_decoding_max_tree_depth, spec.suffix_decoding_max_spec_factor, runner)

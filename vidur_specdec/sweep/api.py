@@ -37,8 +37,22 @@ class SweepOutcome:
 def sweep(config: Union[str, Path, Mapping], overrides: Optional[Sequence[str]] = None, *,
           output_dir: Union[str, Path, None] = None, jobs: Optional[int] = None, executor: str = "local",
           address: Optional[str] = None, overwrite: bool = False) -> SweepOutcome:
-    """Run (or resume) a sweep; returns its table and a summary."""
+    """Run (or resume) a sweep; returns its table and a summary.
+
+    Every argument is checked as the command line checks its option; a bad one is a ConfigError naming the
+    keyword, before any work (one override string is one override).
+    """
+    from vidur_specdec import console as C
     from vidur_specdec.config import ConfigError
+
+    overrides = C.api_overrides(overrides)
+    output_dir = C.api_path("output_dir", output_dir)
+    jobs = C.api_int("jobs", jobs, 1)
+    executor = C.api_choice("executor", executor, ("local", "ray"))
+    address = C.api_text("address", address)
+    overwrite = C.api_bool("overwrite", overwrite)
+    if not isinstance(config, Mapping):
+        C.api_path("config", config, allow_none=False)
     from vidur_specdec.sweep.definition import is_sweep, load_sweep
     from vidur_specdec.sweep.runner import run_sweep
 
@@ -47,7 +61,7 @@ def sweep(config: Union[str, Path, Mapping], overrides: Optional[Sequence[str]] 
     if not is_sweep(config if isinstance(config, Mapping) else read_yaml(config)):
         raise ConfigError(f"config: {config if not isinstance(config, Mapping) else 'the mapping'} is a run config "
                           "(no top-level sweep:, grid: or rows: key); use simulate() for one run")
-    sw = load_sweep(config, list(overrides or []))
+    sw = load_sweep(config, overrides)
     temp = None
     if output_dir is None:
         temp = Path(tempfile.mkdtemp(prefix="vidur-specdec-sweep-"))
@@ -55,7 +69,11 @@ def sweep(config: Union[str, Path, Mapping], overrides: Optional[Sequence[str]] 
     else:
         out = Path(output_dir)
     try:
-        run = run_sweep(sw, out, jobs=jobs, executor=executor, address=address, overwrite=overwrite, progress=False)
+        try:
+            run = run_sweep(sw, out, jobs=jobs, executor=executor, address=address, overwrite=overwrite,
+                            progress=False)
+        except ConfigError as e:
+            raise type(e)(C.api_message(str(e))) from None  # named by the keyword, not the command's option
         table = pd.read_csv(run.csv_path)
     finally:
         if temp is not None:

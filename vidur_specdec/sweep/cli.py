@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     workers = min(jobs or default_jobs(), max(result.ran, 1))
     how = f"{workers} {executor} worker{'s' if workers > 1 else ''}"
     print(f"wrote {result.csv_path}: {result.rows} rows ({result.ran} run in {result.wall_s:.1f} s with {how}, "
-          f"{result.skipped} already done)")
+          f"{result.skipped} already done); kernels and acceptance per row in "
+          f"{result.csv_path.with_name(sweep.name + '.provenance.json')}")
     return 0
 
 

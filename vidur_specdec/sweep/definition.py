@@ -16,14 +16,16 @@ from vidur_specdec.config import (
     ConfigError,
     RunConfig,
     SpeculativeConfig,
-    apply_overrides,
     read_yaml,
     resolve_path,
     resolve_paths,
     set_dotted,
 )
 from vidur_specdec.config import unused
+from vidur_specdec.config.overlay import assignments, overlay, without_replaced
+from vidur_specdec.config.schema import check_file_alone
 from vidur_specdec.config.disaggregation import DisaggregationConfig
+from vidur_specdec.config.schema import ParallelConfig
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.digest import canonical_json, short_sha, profile_digests
 from vidur_specdec.sweep.worker import METRIC_COLUMNS, POOL_METRIC_COLUMNS
@@ -60,7 +62,8 @@ class SweepRow:
 
     @property
     def config_dict(self) -> Dict:
-        return self.config.to_dict()
+        """The mapping a worker resolves again into this row's config (:meth:`RunConfig.to_input`)."""
+        return self.config.to_input()
 
     @property
     def is_baseline(self) -> bool:
@@ -156,15 +159,23 @@ def _normalise(cfg: RunConfig) -> RunConfig:
 
 # Keys that cannot change a run's numbers, left out of row identity.
 # The vLLM-named scheduler keys repeat their aliases' resolved values (vidur_specdec/config/vllm_defaults.py).
+# keys that never change a row's numbers: the fit cache's folder, the vLLM-named aliases of scheduler keys, and the
+# engine that runs the schedule (the engine core and the Vidur-backed reference give the same tables)
 NOT_IDENTITY = ("predictor.cache_dir", "scheduler.max_num_batched_tokens", "scheduler.max_num_seqs",
-                "scheduler.gpu_memory_utilization")
+                "scheduler.gpu_memory_utilization", "simulator")
 NEUTRAL = {"workload.warmup_requests": 0, "workload.requests_per_concurrency": None,
            "quantization": None, "kv_cache_dtype": "auto", "parallel.enable_expert_parallel": False,
            "parallel.pipeline_parallel_size": 1,
            "parallel.data_parallel_size": 1, "parallel.enable_eplb": False, "parallel.num_redundant_experts": 0,
+           **{f"parallel.{k}": getattr(ParallelConfig(), k) for k in ("enable_dbo", "dbo_decode_token_threshold",
+                                                                       "dbo_prefill_token_threshold")},
            "workload.dataset": None, "workload.temperature": None, "speculative.acceptance_at_k": None,
            "speculative.acceptance_factors": ["context", "dataset", "temperature"],
-           "disaggregation": dataclasses.asdict(DisaggregationConfig())}  # colocated: one mixed pool
+           "disaggregation": dataclasses.asdict(DisaggregationConfig()),  # colocated: one mixed pool
+           # a pool's own DP, EPLB and DBO keys at null (after the whole section: pools keep their older ids)
+           **{f"disaggregation.{role}.{k}": None for role in ("prefill", "decode")
+              for k in ("data_parallel_size", "enable_eplb", "num_redundant_experts", "enable_dbo",
+                        "dbo_decode_token_threshold", "dbo_prefill_token_threshold")}}
 # acceptance the user gave (or speculation off) is what every row before acceptance_source meant
 NEUTRAL_SOURCES = (None, "given")
 
@@ -174,8 +185,10 @@ def identity(cfg: RunConfig) -> Dict:
     d = cfg.to_dict()
     for key, neutral in NEUTRAL.items():  # newer keys at their neutral value leave older row ids as they were
         *path, name = key.split(".")
-        node = d.get(path[0], {}) if path else d
-        if node.get(name, neutral) == neutral:
+        node = d
+        for part in path:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict) and node.get(name, neutral) == neutral:
             node.pop(name, None)
     if d.get("speculative", {}).get("acceptance_source", None) in NEUTRAL_SOURCES:
         d.get("speculative", {}).pop("acceptance_source", None)
@@ -229,6 +242,7 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
         raise ConfigError("sweep.description: must be a string")
 
     base = data.get("base") or {}
+    base_file = isinstance(base, str)  # a run config file: its keys are checked as run checks its --config
     if isinstance(base, str):
         p = Path(resolve_path(base, base_dir or Path.cwd()))
         if not p.is_file():
@@ -239,9 +253,13 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
     if not isinstance(base, Mapping):
         raise ConfigError(f"base: must be a run config mapping or a path to one, got {base!r}")
     try:
-        base = apply_overrides(dict(base), overrides or [])
-        base_keys = unused.leaves(base)  # checked across the rows below: a base key some row reads is fine
-        from_dict(base, shared=base_keys)
+        pairs = assignments(overrides or [])
+        if base_file:  # a run config file, checked as `run --config FILE --set ...` checks it: its own keys
+            # against its own modes; --set and the rows may then change a mode under them (a template)
+            check_file_alone(without_replaced(base, pairs), unused.leaves(overlay({}, pairs)))
+        base = overlay(dict(base), pairs)  # the rule --set follows on a run config
+        template = unused.leaves(base)  # keys a row's config may leave unread: checked across the rows below
+        from_dict(base, shared=template)
     except ConfigError as e:
         raise ConfigError(f"base: {e}") from None
 
@@ -274,14 +292,13 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
     out: List[SweepRow] = []
     seen: Dict[str, int] = {}
     for i, (where, ov) in enumerate(expanded):
-        data_i = copy.deepcopy(dict(base))
         try:
             row_tree: Dict[str, Any] = {}  # the row's keys as a tree, its relative paths against the sweep file
             for k, v in ov.items():
                 set_dotted(row_tree, k, v)
-            for k, v in resolve_paths(row_tree, base_dir).items():
-                set_dotted(data_i, k, v)  # mappings merge into sections key by key
-            cfg = from_dict(data_i, shared=base_keys)
+            # the row over its base by the rule --set follows on a run config (mappings merge key by key)
+            data_i = overlay(base, list(resolve_paths(row_tree, base_dir).items()))
+            cfg = from_dict(data_i, shared=template)
             unused.check_given(ov, cfg)  # a row's own key must change its run, whatever its value
             cfg = _normalise(cfg)
         except ConfigError as e:
@@ -300,7 +317,9 @@ def load_sweep(source: Union[str, Path, Mapping], overrides: Optional[List[str]]
         d.get("disaggregation", {}).pop("draft_kv", None)  # speculation's (a drafter's KV): same load as its baseline
         out.append(SweepRow(i, ov, cfg, rid, short_sha(canonical_json(d))))
 
-    why = unused.unused_in_all(base_keys, [r.config for r in out])
+    # a base key no row reads is refused (a base file's own keys were checked above, as run checks them)
+    checked = unused.leaves(overlay({}, pairs)) if base_file else template
+    why = unused.unused_in_all(checked, [r.config for r in out])
     if why:
         raise ConfigError(f"base: no row of this sweep reads it: {why}")
 

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
+from vidur_specdec.config.files import naming
 from vidur_specdec.config import ConfigError
 from vidur_specdec.sweep.definition import SweepRow
 from vidur_specdec.sweep.worker import metrics_problem
@@ -99,7 +100,7 @@ class Journal:
 
     def _append(self, obj: Dict, mode: str = "ab") -> None:
         line = {**obj, SUM_KEY: line_sum(obj)}
-        with open(self.path, mode) as f:
+        with naming(self.path), open(self.path, mode) as f:
             f.write((json.dumps(line, sort_keys=True) + "\n").encode())
             f.flush()
             os.fsync(f.fileno())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -17,6 +18,39 @@ from vidur_specdec.sweep.lock import FolderLock
 from vidur_specdec.sweep.table import atomic_write, _csv_sweep_hash, csv_text
 from vidur_specdec import outfolder
 from vidur_specdec.outfolder import clear as clear_folder
+
+
+def _spans(idx: List[int]) -> str:
+    """Row indices as ``0-11, 14``."""
+    out, start = [], None
+    for i, x in enumerate(idx):
+        if start is None:
+            start = x
+        if i + 1 == len(idx) or idx[i + 1] != x + 1:
+            out.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ", ".join(out)
+
+
+def provenance_groups(sweep: Sweep) -> List[Dict]:
+    """Rows grouped by where their numbers come from (kernels, acceptance, pairing; :mod:`vidur_specdec.provenance`),
+    in row order: what ``<name>.provenance.json`` holds and the command prints, one line a group."""
+    from vidur_specdec import provenance
+
+    groups: Dict[str, Dict] = {}
+    for r in sweep.rows:
+        facts = provenance.for_config(r.config)
+        facts["line"] = provenance.line(facts, r.config.speculative)
+        key = canonical_json(facts)
+        groups.setdefault(key, {**facts, "rows": []})["rows"].append(r.index)
+    return list(groups.values())
+
+
+def provenance_text(sweep: Sweep, groups: List[Dict]) -> str:
+    """``<name>.provenance.json``: one line, deterministic (the rows' configs alone decide it)."""
+    body = {"provenance": "sweep", "sweep": sweep.name, "sweep_hash": sweep.sweep_hash,
+            "groups": [{k: g[k] for k in sorted(g)} for g in groups]}
+    return json.dumps(body, separators=(",", ":")) + "\n"
 
 
 @dataclass
@@ -105,11 +139,16 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
     if overwrite or not journal.path.exists() or journal.path.stat().st_size == 0:
         journal._append(header, "wb")  # a new journal (read() empties one without a valid header)
 
+    groups = provenance_groups(sweep)
     if log is not None:
         where = f"{jobs} {executor} worker{'s' if jobs > 1 else ''}" if executor == "local" else \
             f"Ray ({address or 'local'})"
         log(f"sweep {sweep.name}: {len(sweep.rows)} rows, {len(pending)} to run"
             f"{f' ({len(journal.done)} already done)' if journal.done else ''} on {where} -> {csv_path}")
+        for g in groups:  # where the numbers come from, and a head on another target than it was trained for
+            log(f"sweep rows {_spans(g['rows'])}: {g['line']}")
+            if g.get("proposer_pairing_warning"):
+                log(f"{g['proposer_pairing_warning']} (rows {_spans(g['rows'])})")
     bar = None
     if progress and pending:
         # lazy: start-up cost of tqdm
@@ -144,5 +183,6 @@ def _run_sweep(sweep: Sweep, out_dir: Path, jobs: int, executor: str, address: O
             bar.close()
     wall = time.perf_counter() - t0
     text = csv_text(sweep, {i: obj["metrics"] for i, obj in journal.done.items()})
+    atomic_write(out_dir / f"{sweep.name}.provenance.json", provenance_text(sweep, groups))
     atomic_write(csv_path, text)
     return SweepRun(csv_path, len(sweep.rows), len(pending), len(sweep.rows) - len(pending), wall, walls)

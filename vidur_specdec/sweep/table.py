@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Dict, Iterable, Mapping, Optional
 
+from vidur_specdec.config import unused
+from vidur_specdec.config.files import naming
 from vidur_specdec.sweep.definition import Sweep, fmt_value, _get_dotted
 from vidur_specdec.sweep.worker import INT_METRICS, METRIC_COLUMNS, POOL_METRIC_COLUMNS
 
@@ -49,6 +51,8 @@ def csv_text(sweep: Sweep, results: Mapping[int, Dict], only: Optional[Iterable[
                 elif key == "speculative.acceptance_rate" and r.config.speculative.acceptance_input() != \
                         "acceptance_rate":
                     v = None
+            if v is not None and unused.refusal(key, r.config) is not None:
+                v = None  # a key this row's mode does not read (a draft model under n-gram): no value to show
             cells.append(_fmt_cell(v))
         for c in METRIC_COLUMNS + [c for c in POOL_METRIC_COLUMNS if c in sweep.columns]:
             cells.append(_fmt_cell(m.get(c), True, c in INT_METRICS))
@@ -86,11 +90,12 @@ def _above_acceptance(speedup, metrics: Mapping, is_baseline: bool) -> str:
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with naming(path, tmp):  # a full disk names the user's file, not the temporary one
+            with open(tmp, "w", newline="") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -11,6 +11,9 @@ per-position rates and histograms by their length). A point with k <= k_in guess
   α_j = P(A ≥ j) / P(A ≥ j − 1) (0 where nothing reaches j − 1), then the first k.
 * ``acceptance_trace``: replayed as is; a draft of k guesses at output position p
   keeps min(accept_run[p], k) (the trace's own rule at every k).
+* ``acceptance_at_k`` with a ``mean_acceptance_length``, and ``acceptance_source: published``: nothing is
+  carried; each point resolves its acceptance at its own k as a run at that k does (the family's
+  per-position model anchored at the given length; the library's rows at that k).
 
 :func:`point_acceptance` gives what a point used: α for i.i.d. inputs and the
 mean acceptance length 1 + E[min(A, k)] (none for a trace: a replay has no pmf).
@@ -54,6 +57,8 @@ def implied_alpha(spec) -> Optional[float]:
 
 def carried(spec, k: int) -> Dict[str, Any]:
     """Dotted overrides giving a point with ``k`` guesses the input's acceptance."""
+    if spec.acceptance_at_k is not None or spec.acceptance_source == "published":
+        return {}  # resolved at the point's own k, as a run at that k (module docstring)
     used = spec.acceptance_input()
     if used == "mean_acceptance_length":
         return {"speculative.acceptance_rate": implied_alpha(spec), "speculative.mean_acceptance_length": None}

@@ -18,7 +18,17 @@ edges). The schedule is then the piecewise-constant k(b) that maximises
     sum over b of that smoothed relative value  -  the price of every change of k,
 
 with every range at least :data:`MIN_RANGE_WIDTH` batch sizes wide
-(:func:`ranges_with_priced_changes`, an exact dynamic programme). A change is
+(:func:`ranges_with_priced_changes`, an exact dynamic programme). A change of k between
+neighbouring ranges is then kept only where it gains more than the tune's ``--tolerance``
+(:func:`merge_small_gains`): on some band of :data:`MIN_RANGE_WIDTH` of a range's sizes its k
+beats each neighbour's k by more than that fraction of the neighbour's value, or the range takes
+the better neighbour's k (the range that gains least first), so a k = 3 / k = 1 / k = 3 flip
+whose middle range gains less than the tolerance is not emitted.
+
+The schedule covers batch sizes 1 .. ``limit``, the largest batch size a simulated point reached
+without being overloaded (:meth:`vidur_specdec.tune.search.Tuner.evidence_top`): it ends where the
+evidence ends. Larger batches take the last range's k (vLLM's rule for sizes past the last range),
+which the summary and the command say no simulation backs. A change is
 priced with what it costs in vLLM: vLLM 0.33 looks k up from the requests
 scheduled in a step, prefills included, and drafts that many for the *next*
 step (``vllm/v1/core/sched/scheduler.py`` lines 1709-1714), so a load whose
@@ -40,7 +50,7 @@ simulation against every static k.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -94,8 +104,10 @@ def typical_context(prepared) -> int:
     return int(round(prompt + output / 2))
 
 
-def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, int]], Dict]:
-    """The schedule ``[(lo, hi, k), ...]`` covering 1..batch_size_cap, and the table it was chosen from."""
+def choose_schedule(cfg: RunConfig, k_max: int, tolerance: float = 0.0,
+                    limit: Optional[int] = None) -> Tuple[List[Tuple[int, int, int]], Dict]:
+    """The schedule ``[(lo, hi, k), ...]`` covering 1..``limit`` (default ``scheduler.batch_size_cap``) and the
+    table it was chosen from; a change of k gains more than ``tolerance`` (a fraction) or is merged away."""
     # lazy: start-up cost of pandas
     from vidur_specdec.tune.points import Setting, build_config, setting_overrides
 
@@ -107,7 +119,10 @@ def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, in
     ctx = typical_context(prepared)
     adv = expected_advanced(cfg, k_max)
     cap = decode_view(cfg).scheduler.batch_size_cap
-    table = {"context_tokens": ctx, "tokens_advanced": adv, "window": SMOOTHING_WINDOW, "rows": []}
+    if limit is not None:
+        cap = max(1, min(cap, int(limit)))
+    table = {"context_tokens": ctx, "tokens_advanced": adv, "window": SMOOTHING_WINDOW, "rows": [],
+             "batch_size_limit": cap}
     rel = []  # value relative to the best k at that batch size
     for b in range(1, cap + 1):
         ms = [price(b, k, ctx) for k in range(k_max + 1)]
@@ -124,10 +139,61 @@ def choose_schedule(cfg: RunConfig, k_max: int) -> Tuple[List[Tuple[int, int, in
     for b in range(1, cap + 1):
         kb = max(range(k_max + 1), key=lambda k: (round(smoothed[b - 1][k], 9), -k))
         table["rows"][b - 1]["k"] = kb  # the best k at that size alone, before changes are priced
-    ranges = ranges_with_priced_changes(smoothed, MIN_RANGE_WIDTH)
+    priced = ranges_with_priced_changes(smoothed, MIN_RANGE_WIDTH)
+    ranges = merge_small_gains(smoothed, priced, tolerance)
     table["min_range_width"] = MIN_RANGE_WIDTH
+    table["tolerance"] = tolerance
+    table["merged"] = [list(r) for r in priced] if ranges != priced else []
     table["ranges"] = range_gains(smoothed, ranges)
     return ranges, table
+
+
+def _gain(value: Sequence[Sequence[float]], lo: int, hi: int, k: int, other: int) -> float:
+    """How much better k is than ``other`` over sizes lo..hi: a fraction of ``other``'s summed value."""
+    mine = sum(value[b - 1][k] for b in range(lo, hi + 1))
+    theirs = sum(value[b - 1][other] for b in range(lo, hi + 1))
+    return (mine - theirs) / theirs if theirs > 0 else math.inf
+
+
+def _best_band_gain(value: Sequence[Sequence[float]], lo: int, hi: int, k: int, other: int,
+                    width: int = MIN_RANGE_WIDTH) -> float:
+    """The most k gains over ``other`` on any band of ``width`` sizes inside lo..hi (the whole range when it is
+    narrower): where a range earns its k, however its gain falls off towards its other end."""
+    w = min(width, hi - lo + 1)
+    return max(_gain(value, s, s + w - 1, k, other) for s in range(lo, hi - w + 2))
+
+
+def merge_small_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, int, int]],
+                      tolerance: float) -> List[Tuple[int, int, int]]:
+    """``ranges`` with every range whose k gains no more than ``tolerance`` over a neighbour's merged away.
+
+    A range earns its own k when, on some band of :data:`MIN_RANGE_WIDTH` of its sizes (a load sitting there
+    stays there), that k beats each neighbouring range's k by more than ``tolerance`` (of the neighbour's
+    value). While some range does not, the one that gains least takes the
+    neighbour's k worth more over its sizes (ties: the smaller k), and neighbours left at one k are joined;
+    so a k = 3 / k = 1 / k = 3 flip whose middle range gains less than the tolerance becomes one k = 3 range.
+    """
+    out = [tuple(r) for r in ranges]
+    while len(out) > 1:
+        worst, at = None, -1
+        for i, (lo, hi, k) in enumerate(out):
+            nbrs = [out[j][2] for j in (i - 1, i + 1) if 0 <= j < len(out)]
+            g = min(_best_band_gain(value, lo, hi, k, kn) for kn in nbrs)
+            if g <= tolerance and (worst is None or g < worst):
+                worst, at = g, i
+        if at < 0:
+            break
+        lo, hi, _ = out[at]
+        nbrs = sorted({out[j][2] for j in (at - 1, at + 1) if 0 <= j < len(out)})
+        total = {k: sum(value[b - 1][k] for b in range(lo, hi + 1)) for k in nbrs}
+        out[at] = (lo, hi, max(nbrs, key=lambda x: (round(total[x], 9), -x)))
+        j = 0
+        while j < len(out) - 1:  # neighbours left at one k become one range
+            if out[j][2] == out[j + 1][2]:
+                out[j:j + 2] = [(out[j][0], out[j + 1][1], out[j][2])]
+            else:
+                j += 1
+    return [(int(lo), int(hi), int(k)) for lo, hi, k in out]
 
 
 def change_price(value: Sequence[Sequence[float]], start: int, k_from: int, k_to: int, width: int) -> float:
@@ -218,5 +284,7 @@ def range_gains(value: Sequence[Sequence[float]], ranges: Sequence[Tuple[int, in
             kp = ranges[i - 1][2]
             row["gain_over_previous_k"] = round(sum(value[b - 1][k] - value[b - 1][kp] for b in range(lo, hi + 1)), 6)
             row["change_price"] = round(change_price(value, lo, kp, k, width), 6)
+            # what --tolerance is checked against (merge_small_gains): this k over the previous one, on these sizes
+            row["change_gain"] = round(_best_band_gain(value, lo, hi, k, kp), 6)
         out.append(row)
     return out

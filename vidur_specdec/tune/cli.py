@@ -60,7 +60,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="comma-separated loads on --load-axis simulated for every k and the schedule besides the "
                          "search, e.g. 1,8,32,64")
     ap.add_argument("--warmup-requests", type=int, default=None,
-                    help="leave the first N requests of each point out of its metrics (workload.warmup_requests)")
+                    help="leave the first N requests of each point out of its metrics (workload.warmup_requests); "
+                         "default on --load-axis concurrency: each point's start burst (C requests at concurrency "
+                         "C), 0 keeps them")
     ap.add_argument("--compare-drafters", nargs="?", const="", default=None, metavar="DATASET",
                     help="also compare every drafter the acceptance library knows for the target, each at its "
                          "published acceptance on DATASET (default: workload.dataset, else mt-bench), at the --loads "
@@ -78,6 +80,10 @@ def check_args(args: argparse.Namespace):
         overrides.append(f"workload.warmup_requests={args.warmup_requests}")
     base = load(args.config, overrides)
     refuse_untunable(base)  # a deployment of prefill and decode pools: vidur_specdec.tune.pools
+    if base.speculative.num_speculative_tokens_per_batch_size is not None:
+        raise ConfigError("speculative.num_speculative_tokens_per_batch_size: tune chooses the per-batch-size "
+                          "schedule itself (its speculative_config.json), so a schedule in the config does nothing; "
+                          "remove the key (to price a schedule you have, use run or sweep)")
     if base.speculative.method == "none":
         raise ConfigError("speculative.method: tune needs a proposer (ngram, eagle3, draft_model, ...); got none")
     if base.speculative.num_speculative_tokens == 0 and args.k_max is None:
@@ -98,9 +104,23 @@ def check_args(args: argparse.Namespace):
     if not (math.isfinite(args.tolerance) and 0 < args.tolerance < 1):
         raise ConfigError(f"--tolerance: must be in (0, 1), got {args.tolerance}")
     axis = get_axis(args.load_axis)
+    if axis.name == "concurrency":  # a --set that does nothing on this axis is refused, as a run refuses one
+        from vidur_specdec.config import unused
+        from vidur_specdec.config.overlay import assignments, overlay
+
+        given = unused.leaves(overlay({}, assignments(list(getattr(args, "overrides", []) or []))))
+        if any(unused.overlaps(k, "workload.num_requests") for k in given):
+            raise ConfigError("workload.num_requests: does nothing with --load-axis concurrency, which sets each "
+                              "point's count (22, 88, 128, 220, 440, 880 at concurrency 1, 8, 32, 64, 128, 256; "
+                              "four per request in flight otherwise); set workload.requests_per_concurrency instead")
     loads = check_before_running(base, k_max, axis, getattr(args, "loads", None))
     slo = {"ttft_ms": float(args.slo_ttft_ms), "tpot_ms": float(args.slo_tpot_ms), "percentile": args.slo_percentile}
     options = {"k_max": k_max, "objective": args.objective, "tolerance": args.tolerance, "load_axis": axis.name}
+    if axis.name == "concurrency" and getattr(args, "warmup_requests", None) is None \
+            and base.workload.warmup_requests == 0:
+        from vidur_specdec.tune.points import BURST
+
+        options["warmup"] = BURST  # each point leaves out its start burst (tune.loads.warmup)
     if loads:
         options["loads"] = loads
     if getattr(args, "compare_drafters", None) is not None:
@@ -141,7 +161,12 @@ def execute(args: argparse.Namespace, log=print):
         from vidur_specdec.tune.outputs import write_all
 
         for k in (0, k_max):  # profiles found, memory fits, predictors fitted (workers inherit them)
-            prepare(build_config(base, setting_overrides(base, Setting(k))))
+            top = build_config(base, setting_overrides(base, Setting(k)))
+            prepare(top)
+        from vidur_specdec import provenance
+
+        # where the numbers come from: the k_max point's kernels and acceptance (summary.json, the first line)
+        options_prov = provenance.for_config(top)
         ev = Evaluator(base, axis, out_dir, slo, options, jobs, args.executor, args.address,
                        bool(getattr(args, "overwrite", False)))
         created = not out_dir.exists()
@@ -158,6 +183,7 @@ def execute(args: argparse.Namespace, log=print):
         say(f"tune: {base.model}, {base.speculative.method}, k 0..{k_max}, load axis {axis.name}, "
             f"SLOs TTFT p{slo['percentile']} <= {slo['ttft_ms']:g} ms and TPOT p{slo['percentile']} <= "
             f"{slo['tpot_ms']:g} ms, on {jobs} {args.executor} worker{'s' if jobs > 1 else ''} -> {out_dir}")
+        say("tune: " + provenance.line(options_prov, top.speculative))
         # lazy: optional dependency (ImportError handled)
         from vidur_specdec.tune.vllm_config import tune_warnings
 
@@ -169,8 +195,8 @@ def execute(args: argparse.Namespace, log=print):
         tuner = Tuner(ev, k_max, args.tolerance, OBJECTIVES[args.objective], slo, loads,
                       getattr(args, "compare_drafters", None))
         try:
-            res = tuner.tune(lambda: choose_schedule(base, k_max))
-            paths = write_all(out_dir, ev, res, options, tuner.meets, notes)
+            res = tuner.tune(lambda limit: choose_schedule(base, k_max, args.tolerance, limit))
+            paths = write_all(out_dir, ev, res, options, tuner.meets, notes, options_prov)
         except Exception as e:  # noqa: BLE001 - reported as one line below
             # a failed tune leaves nothing that blocks the same command's rerun (its journal, a new folder)
             if not had_journal:
@@ -219,13 +245,19 @@ def _report(res, axis, ev) -> None:
           f"{f(cap['speculative']) if cap.get('speculative') is not None else '-'} with the schedule")
     print("best static k: " + ", ".join(f"{f(x)}: {k}" for x, k in res.best_k.items()))
     print("schedule: " + ", ".join(f"{lo}-{hi}: {k}" for lo, hi, k in res.schedule))
+    end = max(hi for _, hi, _ in res.schedule) if res.schedule else None
+    from vidur_specdec.tune.pools import max_batch
+
+    cap_b = max_batch(ev.base)
+    if end is not None and end < cap_b:  # the schedule ends where the simulated batches end (tune.choose)
+        print(f"schedule ends at batch size {end}, the largest a simulated load reached without overload; batch "
+              f"sizes {end + 1}-{cap_b} take its last k ({res.schedule[-1][2]}, vLLM's rule past the last range), "
+              "which no simulation backs: add --loads to reach them")
     if res.drafters is not None:
         from vidur_specdec.tune.drafters import lines
 
         for line in lines(res.drafters, axis.name):
             print(line)
-        for sk in res.drafters["skipped"]:
-            print(f"drafter {sk['drafter']} skipped: {sk['reason']}")
     for c in res.checks:
         sb, s0 = c["shortfall_vs_best"], c["shortfall_vs_k0"]
         print(f"check at {f(c['load'])} {axis.name}: schedule {100 * (sb or 0):+.1f} % against the best static "

@@ -1,23 +1,28 @@
-"""Which drafter: every drafter the acceptance library knows for the target, on the same deployment and workload.
+"""Which drafter: every drafter with published acceptance for the target on the dataset, on the same deployment.
 
-``tune --compare-drafters [DATASET]`` (docs/tune.md, "Which drafter"). The candidates are
-the drafters the library knows for the config's ``model``
-(:func:`vidur_specdec.speculation.acceptance_source.drafters_for`), each at the acceptance
-the library gives it on one dataset (the one named, else the config's
-``workload.dataset``, else mt-bench) at every k the comparison runs
-(:func:`~vidur_specdec.speculation.acceptance_source.acceptance_for`: its rows on that
-dataset, or on another scaled by the cited dataset factor, carried across k by the
-family's per-position model), the same rule a run with ``acceptance_source: published``
-uses, so each drafter runs at its own published acceptance, and the rows are cited.
+``tune --compare-drafters [DATASET]`` (docs/tune.md, "Which drafter"). The dataset is the one
+named, else the config's ``workload.dataset``, else mt-bench. A drafter is **ranked** only on
+evidence for that dataset:
 
-Each candidate runs at every static k = 1..k_max at the comparison loads (the loads
-asked for with ``--loads``, else the checked loads cap/4, cap/2, cap), with the config's
-deployment and workload and only ``speculative.method``, ``speculative.model`` and the
-acceptance (as per-position rates) changed. At each load a drafter's value is its best k
-there under ``--objective`` (overloaded runs left out); the winner is the best value, and
-``ahead_by`` is how much the runner-up trails it (a fraction of the winner's value). A
-drafter the library cannot give acceptance for, or the simulator cannot price (a head
-whose architecture it does not know), is listed under ``skipped`` with the one-line reason.
+* each drafter the library knows for the config's ``model``
+  (:func:`vidur_specdec.speculation.acceptance_source.drafters_for`) that has rows of its own on
+  the dataset (:func:`~vidur_specdec.speculation.acceptance_source.acceptance_for` without another
+  pair's rows and without the cross-dataset factor), at those rows carried across k by the family's
+  per-position model; n-gram and suffix proposals at the proposal rate of the same rows (their
+  figures count every decode step, a step without a match included);
+* the config's own drafter at the acceptance the user gave (``acceptance_source: given``), labelled
+  ``(your input)``.
+
+Every other drafter of the target is listed as **not ranked**, with the datasets it does have: a
+figure from another dataset (or another model) is not evidence for this one.
+
+Each ranked candidate runs at every static k = 1..k_max at the comparison loads (``--loads``, else
+the checked loads cap/4, cap/2, cap), with the config's deployment and workload and only
+``speculative.method``, ``speculative.model`` and the acceptance (per-position rates) changed. At
+each load a candidate's value is its best k there under ``--objective`` (overloaded runs left out);
+the winner is the best value and ``ahead_by`` how much the runner-up trails it (a fraction of the
+winner's value). :func:`lines` says it per load and sums up which drafter leads where. A drafter the
+simulator cannot price (a head whose architecture it does not know) is listed with its one-line reason.
 """
 
 from __future__ import annotations
@@ -35,38 +40,45 @@ HEAD_METHODS = ("eagle", "eagle3", "draft_model", "medusa", "dflash", "dspark") 
 
 
 def candidates(cfg, k_max: int, dataset: Optional[str] = None) -> Tuple[str, List[Dict], List[Dict]]:
-    """(dataset, candidates, skipped) for the config's target; ConfigError when the library knows no drafter."""
+    """(dataset, ranked candidates, not ranked) for the config's target; ConfigError when nothing can be ranked."""
     from vidur_specdec.speculation import acceptance_source as src
     from vidur_specdec.speculation import library
 
     model = cfg.model
     known = src.drafters_for(model)
-    if not known:
+    own = cfg.speculative.acceptance_source == "given"
+    if not known and not own:
         near = sorted({r.target for r in library.nearest(model, "", None, n=5)})
         raise ConfigError(f"--compare-drafters: the acceptance library knows no drafter for {model}; nearest "
                           f"targets: {', '.join(near)}")
     ds = dataset or cfg.workload.dataset or src.DEFAULT_DATASET
     out, skipped = [], []
+    if own:  # the user's own drafter at the user's own acceptance: evidence the user vouches for
+        drafter = src.drafter_name(cfg) or cfg.speculative.method
+        out.append({"drafter": drafter, "method": cfg.speculative.method, "input": "yours",
+                    "label": f"{drafter} (your input)", "rows": [],
+                    "acceptance_rule": f"your speculative.{cfg.speculative.acceptance_input()}",
+                    **({"proposal_rate": cfg.speculative.proposal_rate}
+                       if cfg.speculative.method in library.MATCH_METHODS else {})})
     for d in known:
-        try:
-            by_k = {k: src.acceptance_for(model, d["drafter"], k, ds, d["method"], cfg.workload.temperature)
+        try:  # the pair's own rows on this dataset only: no other pair's, no cross-dataset factor
+            by_k = {k: src.acceptance_for(model, d["drafter"], k, ds, d["method"], cfg.workload.temperature,
+                                          borrow=False, use=("temperature",))
                     for k in range(1, k_max + 1)}
-        except ConfigError as e:
-            skipped.append({"drafter": d["drafter"], "method": d["method"], "reason": str(e)})
+        except ConfigError:
+            skipped.append({"drafter": d["drafter"], "method": d["method"],
+                            "reason": f"not ranked: no published acceptance for {ds} (the library has "
+                                      f"{', '.join(d['datasets'])})"})
             continue
         top = by_k[k_max]
-        out.append({"drafter": d["drafter"], "method": d["method"],
+        out.append({"drafter": d["drafter"], "method": d["method"], "input": "published",
+                    "label": d["drafter"],
                     "rates": {str(k): [round(x, 6) for x in p.rates] for k, p in by_k.items()},
                     "acceptance_per_position": [round(x, 6) for x in top.rates],
                     "mean_acceptance_length_at_k_max": round(top.mean_acceptance_length, 4),
                     "acceptance_rule": top.how + (f"; factors {top.factors}" if top.factors else ""),
-                    "dataset_used": top.dataset, "rows": [r.cite() for r in top.rows]})
-        if d["method"] in ("ngram", "suffix"):  # the library's figures count drafted steps only
-            rate = cfg.speculative.proposal_rate
-            out[-1]["proposal_rate"] = rate
-            out[-1]["acceptance_rule"] += (f"; proposal_rate {rate:g} from the config (the share of steps whose "
-                                           "context finds a match; the library's figures count drafted steps only"
-                                           + (", so 1 is an upper bound for this drafter)" if rate == 1.0 else ")"))
+                    "dataset_used": top.dataset, "rows": [r.cite() for r in top.rows],
+                    **({"proposal_rate": top.proposal_rate} if d["method"] in library.MATCH_METHODS else {})})
     if not out:
         raise ConfigError(f"--compare-drafters: no drafter of {model} has published acceptance for {ds}: "
                           + "; ".join(f"{x['drafter']}: {x['reason']}" for x in skipped))
@@ -74,13 +86,18 @@ def candidates(cfg, k_max: int, dataset: Optional[str] = None) -> Tuple[str, Lis
 
 
 def setting(cand: Dict, k: int) -> Setting:
-    """The point setting of candidate ``cand`` at ``k`` guesses (its first k conditional rates)."""
+    """The point setting of candidate ``cand`` at ``k`` guesses: the config's own (your input), or its first k
+    conditional rates (and an n-gram row's proposal rate)."""
+    if cand.get("input") == "yours":
+        return Setting(k)
     fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
     spec: List[Tuple[str, Any]] = [("speculative.method", cand["method"]),
                                    ("speculative.model", cand["drafter"] if cand["method"] in HEAD_METHODS
                                     else None),
                                    ("speculative.acceptance_per_position", tuple(cand["rates"][str(k)]))]
     spec += [(f"speculative.{key}", None) for key in ACCEPTANCE_KEYS if key in fields]
+    if "proposal_rate" in cand:
+        spec.append(("speculative.proposal_rate", cand["proposal_rate"]))
     return Setting(k, None, cand["drafter"], tuple(spec))
 
 
@@ -98,7 +115,9 @@ def compare(tuner, loads: List[float], dataset: Optional[str]) -> Dict:
             prepare(build_config(ev.base, setting_overrides(ev.base, setting(c, k_max))))
             pts = [ev.point("drafters", x, setting(c, k)) for x in loads for k in range(1, k_max + 1)]
         except ConfigError as e:
-            skipped.append({"drafter": c["drafter"], "method": c["method"], "reason": str(e)})
+            why = str(e).split("; known:")[0]  # an unknown head's message lists every known one: not needed here
+            skipped.append({"drafter": c["drafter"], "method": c["method"],
+                            "reason": f"not priced (the simulator cannot price this drafter): {why}"})
             continue
         live.append(c)
         pairs += pts
@@ -116,11 +135,11 @@ def compare(tuner, loads: List[float], dataset: Optional[str]) -> Dict:
                 if best is None or obj.better(obj.value(m), obj.value(best[1])):
                     best = (k, m)
             if best is None:
-                ranking.append({"drafter": c["drafter"], "method": c["method"], "k": None, "value": None,
+                ranking.append({"drafter": c["label"], "method": c["method"], "k": None, "value": None,
                                 "overloaded": True})
                 continue
             k, m = best
-            ranking.append({"drafter": c["drafter"], "method": c["method"], "k": k,
+            ranking.append({"drafter": c["label"], "method": c["method"], "k": k,
                             "value": round(float(obj.value(m)), 6),
                             "tpot_speedup": round(b.metrics["tpot_ms_p50"] / m["tpot_ms_p50"], 4)
                             if m.get("tpot_ms_p50") else None})
@@ -138,8 +157,10 @@ def compare(tuner, loads: List[float], dataset: Optional[str]) -> Dict:
 
 
 def lines(d: Dict, axis_name: str) -> List[str]:
-    """The comparison in words, one line per load (the command's report and the docs)."""
+    """The comparison in words (the command's report and the docs): one line per load, which drafter leads
+    where and by how much, and the drafters not ranked."""
     out = []
+    leads: Dict[str, List[Tuple[str, Optional[float]]]] = {}
     for e in d.get("loads", []):
         if "winner" not in e:
             out.append(f"drafters at {axis_name} {e['load']}: every candidate overloaded")
@@ -147,9 +168,14 @@ def lines(d: Dict, axis_name: str) -> List[str]:
         w = e["ranking"][0]
         tail = (f", ahead of {e['ranking'][1]['drafter']} (k = {e['ranking'][1]['k']}) by "
                 f"{100 * e['ahead_by']:.1f} %" if e.get("ahead_by") is not None else "")
-        cand = next((c for c in d.get("candidates", []) if c["drafter"] == w["drafter"]), {})
-        bound = (f" (at proposal_rate {cand['proposal_rate']:g}, every step proposing: an upper bound)"
-                 if cand.get("proposal_rate") == 1.0 else "")
         out.append(f"drafters at {axis_name} {e['load']} on {d['dataset']}: {w['drafter']} ({w['method']}, "
-                   f"k = {w['k']}) wins{bound}, {w['tpot_speedup']:.2f}x TPOT over no speculation{tail}")
+                   f"k = {w['k']}) wins, {w['tpot_speedup']:.2f}x TPOT over no speculation{tail}")
+        leads.setdefault(w["drafter"], []).append((e["load"], e.get("ahead_by")))
+    for name, where in leads.items():
+        gaps = [g for _, g in where if g is not None]
+        by = (f" by {100 * min(gaps):.1f}-{100 * max(gaps):.1f} %" if len(gaps) > 1 and min(gaps) != max(gaps)
+              else f" by {100 * gaps[0]:.1f} %" if gaps else "")
+        out.append(f"drafters: {name} leads at {axis_name} {', '.join(x for x, _ in where)}{by}")
+    for sk in d.get("skipped", []):
+        out.append(f"drafter {sk['drafter']} ({sk['method']}) {sk['reason']}")
     return out

@@ -6,7 +6,12 @@ and four per request in flight at any other concurrency (at least 22), unless
 ``workload.requests_per_concurrency`` says otherwise (then that many per request
 in flight, at least 1). Open-loop (qps) points keep ``workload.num_requests``.
 The first ``workload.warmup_requests`` arrivals are left out of the metrics and
-run on top of the counted ones.
+run on top of the counted ones. A closed-loop point without a warm-up given
+(``--warmup-requests``, ``workload.warmup_requests``) leaves out its start
+burst: the first C requests at concurrency C, which ``vllm bench serve
+--max-concurrency C`` sends at once, so their TTFT carries the queue behind
+each other's prefills and would otherwise decide TTFT p99 (:func:`warmup`;
+``--warmup-requests 0`` keeps them).
 
 A run is **overloaded** when requests queue without bound: the queue wait
 (arrival to first scheduled step) of the last third of the measured requests,
@@ -68,13 +73,24 @@ def load_bounds(base, axis) -> Dict[str, float]:
     return {"lo": float(meta["qps"]["lo"]), "hi": float(meta["qps"]["hi"])}
 
 
-def workload_overrides(base, axis, load: float) -> Dict:
-    """The load's own overrides: the axis key, plus the request count on the closed-loop axis."""
+def warmup(base, axis, load: float, burst: bool) -> int:
+    """Requests left out of a point's metrics: the config's warm-up, else (``burst``, the closed-loop axis) the
+    start burst, C requests at concurrency C."""
+    w = base.workload
+    if burst and axis.name == "concurrency" and w.warmup_requests == 0:
+        return int(load)
+    return w.warmup_requests
+
+
+def workload_overrides(base, axis, load: float, burst: bool = False) -> Dict:
+    """The load's own overrides: the axis key, plus the request count and warm-up on the closed-loop axis."""
     ov = dict(axis.overrides(load))
     w = base.workload
     if axis.name == "concurrency":
-        ov["workload.num_requests"] = requests_for_concurrency(int(load), w.requests_per_concurrency) \
-            + w.warmup_requests
+        warm = warmup(base, axis, load, burst)
+        ov["workload.num_requests"] = requests_for_concurrency(int(load), w.requests_per_concurrency) + warm
+        if warm != w.warmup_requests:
+            ov["workload.warmup_requests"] = warm
     return ov
 
 

@@ -19,16 +19,17 @@ from vidur_specdec.sweep.table import FLOAT_FORMAT, atomic_write
 from vidur_specdec.tune.points import TUNE_METRICS, Evaluator, Point, Setting, setting_overrides
 from vidur_specdec.tune.search import TuneResult, speedup
 from vidur_specdec.tune.vllm_config import speculative_config
-from vidur_specdec.tune.loads import overload_reason
+from vidur_specdec.tune.loads import overload_reason, workload_overrides
 from vidur_specdec.tune.acceptance_carry import point_acceptance
 from vidur_specdec.speculation.proposers.pairing import describe_proposer
 from vidur_specdec.speculation.acceptance_source import describe as describe_acceptance
 from vidur_specdec.tune.vllm_config import deployment, engine_args, serve_command
 from vidur_specdec.tune.loads import TTFT_GROWTH_FACTOR, point_overloaded
 from vidur_specdec.tune.page import build_page
+from vidur_specdec.provenance import line as provenance_line
 from vidur_specdec.tune.pools import disaggregated, max_batch, summary_entry
 
-INT_COLUMNS = {"num_steps", "restarts", "k_flips", "overloaded", "measured_requests"}
+INT_COLUMNS = {"num_steps", "restarts", "k_flips", "overloaded", "measured_requests", "batch_size_max"}
 CSV_COLUMNS = (["point", "phase", "load_unit", "load", "setting", "k", "schedule", "row_id",
                 "alpha_used", "acceptance_length_used", "num_requests", "warmup_requests"] + TUNE_METRICS
                + ["overload_reason", "tpot_speedup", "ttft_speedup", "throughput_speedup", "baseline_point",
@@ -96,27 +97,44 @@ def csv_text(ev: Evaluator, meets, ttft_reference_ms: Optional[float] = None) ->
     return buf.getvalue()
 
 
-def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[str]] = None) -> Dict:
+def schedule_evidence(res: TuneResult, cap: int) -> Dict:
+    """Where the schedule's evidence ends: the largest batch size a non-overloaded simulated point reached; the
+    schedule's ranges stop there, and larger batches (up to ``cap``, one instance's max_num_seqs) take the last
+    range's k by vLLM's rule, with no simulated step behind it."""
+    end = max(hi for _, hi, _ in res.schedule) if res.schedule else None
+    out = {"largest_batch_simulated": res.evidence_top, "schedule_ends_at": end, "max_num_seqs": cap,
+           "merged_ranges": (res.schedule_table or {}).get("merged") or []}
+    if end is not None and end < cap:
+        out["beyond"] = (f"batch sizes {end + 1}-{cap} take the last range's k ({res.schedule[-1][2]}, vLLM's rule "
+                         f"past the last range); no simulated point reached them")
+    return out
+
+
+def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[str]] = None,
+            prov: Optional[Dict] = None) -> Dict:
     ax = ev.axis
     ref = res.ttft_reference.get("ttft_ms_p50")
     sched = res.schedule_setting
     reproduce = {}
     for c in res.checks:
-        ov = dict(ax.overrides(c["load"]))
+        ov = workload_overrides(ev.base, ax, c["load"], ev.burst)
         ov.update(setting_overrides(ev.base, sched))
         reproduce[ax.fmt(c["load"])] = [f"{k}={fmt_value(v)}" for k, v in ov.items()]
     spec_cfg = vllm_speculative_config(ev.base, sched)
-    simulated = [p.load for p in ev.points if p.metrics is not None]
-    top = max(simulated) if simulated else None
     cap_b = max_batch(ev.base)  # one decode instance's with prefill and decode pools
-    extrapolated = None
-    if ax.name == "concurrency" and top is not None and top < cap_b:
-        extrapolated = [int(top) + 1, cap_b]  # batch sizes the schedule prices but no simulated load reached
+    end = max(hi for _, hi, _ in res.schedule) if res.schedule else None
+    extrapolated = [int(end) + 1, cap_b] if end is not None and end < cap_b else None  # past the last range
     from vidur_specdec.tune.capacity import explain
 
     acc = describe_acceptance(ev.base)  # published rows, the across-k model or the default; {} if given
+    prov = prov or {}
     return {
         **({"acceptance": acc} if acc else {}),
+        # where the numbers come from (vidur_specdec.provenance): the kernels of the k_max point, the versions
+        "kernel_sources": prov.get("kernel_sources"),
+        "profile_source": prov.get("profile_source"),
+        "versions": prov.get("versions"),
+        "provenance": provenance_line(prov, ev.base.speculative) if prov else None,
         "capacity_explained": explain(ev, res, sched),
         "deployment": deployment(ev.base),
         **({"disaggregation": summary_entry(ev.base, spec_cfg)} if disaggregated(ev.base) else {}),
@@ -133,6 +151,7 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
         "ttft_reference": {"load": ax.fmt(res.ttft_reference["load"]) if res.ttft_reference else None,
                            "ttft_ms_p50": _r(ref), "growth_factor": TTFT_GROWTH_FACTOR},
         "schedule_extrapolated_batch_sizes": extrapolated,
+        "schedule_evidence": schedule_evidence(res, cap_b),
         "slo": ev.slo,
         "load_unit": ax.name,
         "crossover": {str(k): _r(v) for k, v in sorted(res.crossover.items())},
@@ -159,11 +178,11 @@ def summary(ev: Evaluator, res: TuneResult, options: Dict, notes: Optional[List[
 
 
 def write_all(out_dir: Path, ev: Evaluator, res: TuneResult, options: Dict, meets,
-              notes: Optional[List[str]] = None) -> List[Path]:
+              notes: Optional[List[str]] = None, prov: Optional[Dict] = None) -> List[Path]:
     """Write the CSV, the summary, vLLM's speculative_config and the page; returns their paths."""
     out_dir = Path(out_dir)
     text = csv_text(ev, meets, res.ttft_reference.get("ttft_ms_p50"))
-    summ = summary(ev, res, options, notes)
+    summ = summary(ev, res, options, notes, prov)
     paths = []
     for name, body in (("tune.csv", text),
                        ("summary.json", json.dumps(summ, indent=1, sort_keys=True) + "\n"),

@@ -261,17 +261,18 @@ def drafters_html(summ: Dict, unit: str) -> str:
     cands = []
     for c in d.get("candidates", []):
         src = "; ".join(f"{r['source']} (line {r['line']}: {r['dataset']}, k = {r['k']}, "
-                        f"L = {r['mean_acceptance_length']:g})" for r in c["rows"])
-        cands.append(f"<tr><td>{e(c['drafter'])}</td><td>{e(c['method'])}</td>"
-                     f"<td>{e(' '.join(f'{x:.3f}' for x in c['acceptance_per_position']))}</td>"
-                     f"<td>{c['mean_acceptance_length_at_k_max']:g}</td><td>{e(c['acceptance_rule'])}</td>"
-                     f"<td style=\"text-align:left\">{e(src)}</td></tr>")
-    skipped = "".join(f"<p class=\"note\">{e(x['drafter'])} ({e(x['method'])}) not compared: {e(x['reason'])}</p>"
+                        f"L = {r['mean_acceptance_length']:g})" for r in c["rows"]) or "your input"
+        rates = ' '.join(f'{x:.3f}' for x in c.get("acceptance_per_position") or [])
+        length = c.get("mean_acceptance_length_at_k_max")
+        cands.append(f"<tr><td>{e(c.get('label', c['drafter']))}</td><td>{e(c['method'])}</td>"
+                     f"<td>{e(rates) or '&ndash;'}</td><td>{'&ndash;' if length is None else f'{length:g}'}</td>"
+                     f"<td>{e(c['acceptance_rule'])}</td><td style=\"text-align:left\">{e(src)}</td></tr>")
+    skipped = "".join(f"<p class=\"note\">{e(x['drafter'])} ({e(x['method'])}) {e(x['reason'])}</p>"
                       for x in d.get("skipped", []))
     return f"""<h2>Which drafter ({e(d['dataset'])})</h2>
-<p class="note">Every drafter the acceptance library knows for this target, each at its published acceptance for
-{e(d['dataset'])}, on this deployment and workload, each at its best static k at each load (objective: {e(obj)};
-lower is better for TPOT).</p>
+<p class="note">Every drafter with published acceptance of its own for this target on {e(d['dataset'])} (and the
+config's drafter at your input), on this deployment and workload, each at its best static k at each load
+(objective: {e(obj)}; lower is better for TPOT). A drafter without such rows is not ranked.</p>
 <table id="drafter-rows"><thead><tr><th>{e(unit)}</th><th>drafter</th><th>method</th><th>k</th><th>{e(obj)}</th>
 <th>TPOT speedup</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>
 <table id="drafter-acceptance"><thead><tr><th>drafter</th><th>method</th><th>conditional rates used (k_max)</th>
@@ -330,14 +331,18 @@ def build_page(csv_path: Path, summ: Optional[Dict] = None) -> str:
                f"<code>{e(acc)}</code> = {e(json.dumps(d.get('acceptance_value')))}"
                + (f", weights <code>{e(str((summ.get('proposer') or {}).get('proposer_weights')))}</code>"
                   if (summ.get("proposer") or {}).get("proposer_weights") else "")
-               + f"; vLLM {e(str(summ.get('vllm_version', '')))} semantics, "
+               + f"; vLLM {e(str(summ.get('vllm_version', '')))} semantics"
+               + (f" (kernel times measured on {e(str((summ.get('versions') or {}).get('kernel_tables')))})"
+                  if (summ.get("versions") or {}).get("kernel_tables") else "")
+               + ", "
                f"max_num_batched_tokens {(summ.get('engine_args') or {}).get('max_num_batched_tokens')}, "
                f"max_num_seqs {(summ.get('engine_args') or {}).get('max_num_seqs')}.</p>")
     dep += acceptance_html(summ.get("acceptance") or {})
     warn = "".join(f"<p class=\"warn\">{e(w)}</p>" for w in summ.get("warnings") or [])
     ext = summ.get("schedule_extrapolated_batch_sizes")
-    ext_txt = (f"<p class=\"note\" id=\"extrapolated\">Batch sizes {ext[0]}&ndash;{ext[1]}: chosen from the step-cost "
-               "model only; no simulated load reached them.</p>") if ext else ""
+    ext_txt = (f"<p class=\"note\" id=\"extrapolated\">The schedule ends at batch size {ext[0] - 1}, the largest a "
+               f"simulated load reached without overload; batch sizes {ext[0]}&ndash;{ext[1]} take its last range's k "
+               "(vLLM's rule past the last range), which no simulation backs.</p>") if ext else ""
     spec_txt = json.dumps(summ.get("speculative_config"), separators=(", ", ": ")) if summ else ""
     from vidur_specdec.tune.capacity import sentence
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, set_dotted, unused
+from vidur_specdec.config import ConfigError, RunConfig, SpeculativeConfig, WorkloadConfig, unused
+from vidur_specdec.config.overlay import overlay
 from vidur_specdec.engine.resolve import from_dict
 from vidur_specdec.sweep.definition import SweepRow, identity
 from vidur_specdec.sweep.digest import canonical_json, short_sha, code_digest, profile_digests
@@ -32,10 +33,11 @@ from vidur_specdec.tune.loads import workload_overrides
 from vidur_specdec.tune.pools import k0_overrides
 
 TUNE_FORMAT = 1
+BURST = "start burst"  # options["warmup"]: each closed-loop point leaves out its first C requests (tune.loads)
 # Metrics a tune records beyond a sweep row's: requests per second meeting both SLOs, k changes, the
-# overload flag, the requests measured, and the median batch size of a step (requests scheduled in it,
-# prefills included: what vLLM looks a schedule's k up by, ``len(num_scheduled_tokens)``).
-EXTRA_METRICS = ["goodput_req_s", "k_flips", "overloaded", "measured_requests", "batch_size_p50"]
+# overload flag, the requests measured, and the median and largest batch size of a step (requests scheduled
+# in it, prefills included: what vLLM looks a schedule's k up by, ``len(num_scheduled_tokens)``).
+EXTRA_METRICS = ["goodput_req_s", "k_flips", "overloaded", "measured_requests", "batch_size_p50", "batch_size_max"]
 TUNE_METRICS = METRIC_COLUMNS + EXTRA_METRICS
 PERCENTILES = (50, 90, 99)
 
@@ -138,9 +140,9 @@ def setting_overrides(base: RunConfig, s: Setting) -> Dict[str, Any]:
 
 
 def build_config(base: RunConfig, overrides: Dict[str, Any]) -> RunConfig:
-    d = base.to_dict()
-    for key, v in overrides.items():
-        set_dotted(d, key, v)
+    """A point's config: the base config with the point's overrides, resolved by the rule every command uses
+    (:func:`vidur_specdec.config.overlay.overlay`: an override replaces what it makes meaningless)."""
+    d = overlay(base.to_input(), list(overrides.items()))
     # the base was checked when loaded and is a template here; a point's own keys must change its run
     kept = [k for k in unused.leaves(d) if not any(unused.overlaps(k, o) for o in overrides)]
     cfg = from_dict(d, shared=kept)
@@ -176,6 +178,7 @@ def run_point(config_dict: Dict, slo_ttft_ms: float, slo_tpot_ms: float) -> Dict
     if "pool" in steps:  # prefill and decode pools: the schedule's batch is a decode instance's
         steps = steps[steps["pool"] == "decode"]
     m["batch_size_p50"] = float(steps["num_reqs"].median()) if len(steps) else None
+    m["batch_size_max"] = int(steps["num_reqs"].max()) if len(steps) else None
     return {"metrics": m, "wall_s": wall, "code": code_digest(),
             "profiles": profile_digests(result.config, fresh=True)}
 
@@ -236,6 +239,7 @@ class Evaluator:
         self.points: List[Point] = []
         self._by_id: Dict[str, Point] = {}
         self._fn = functools.partial(run_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"])
+        self.burst = options.get("warmup") == BURST  # closed loop: leave out each point's start burst
         self.simulated = 0
 
     def open(self) -> None:
@@ -248,7 +252,7 @@ class Evaluator:
 
     def point(self, phase: str, load: float, setting: Setting) -> Point:
         """The point for (load, setting), created (not run) on first use; the first phase names it."""
-        ov = workload_overrides(self.base, self.axis, load)
+        ov = workload_overrides(self.base, self.axis, load, self.burst)
         ov.update(setting_overrides(self.base, setting))
         try:
             cfg = build_config(self.base, ov)

@@ -23,9 +23,8 @@ from __future__ import annotations
 from typing import Any, Dict
 
 from vidur_specdec.config import ConfigError, RunConfig
+from vidur_specdec.config.disaggregation import KV_TRANSFER_CONFIG
 from vidur_specdec.engine.topology import ROLES, pool_config
-
-KV_TRANSFER_CONFIG = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 
 
 def disaggregated(cfg: RunConfig) -> bool:

@@ -99,6 +99,7 @@ class TuneResult:
     schedule_setting: Optional[Setting] = None
     ttft_reference: Dict = field(default_factory=dict)  # {"load", "ttft_ms_p50"}: the TTFT overload reference
     drafters: Optional[Dict] = None  # the drafter comparison (:mod:`.drafters`), when asked for
+    evidence_top: Optional[int] = None  # the largest batch size a non-overloaded simulated point reached
 
 
 class Tuner:
@@ -118,6 +119,14 @@ class Tuner:
     def over(self, m: Dict) -> bool:
         """Overloaded by the queue rule or by TTFT growth (:mod:`vidur_specdec.tune.loads`)."""
         return point_overloaded(m, self.ttft_reference_ms)
+
+    def evidence_top(self) -> Optional[int]:
+        """The largest batch size (requests in a step) any simulated point reached without being overloaded:
+        where the schedule's evidence ends (an overloaded run fills every batch it is allowed)."""
+        sizes = [p.metrics.get("batch_size_max") for p in self.ev.points
+                 if p.metrics is not None and not self.over(p.metrics)]
+        sizes = [int(x) for x in sizes if x is not None]
+        return max(sizes) if sizes else None
 
     # ------------------------------------------------------------------ helpers
     def meets(self, m: Dict) -> bool:
@@ -249,7 +258,8 @@ class Tuner:
 
     # ------------------------------------------------------------------ the whole tune
     def tune(self, choose) -> TuneResult:
-        """Run every search; ``choose()`` returns (schedule ranges, table) from the step-cost model."""
+        """Run every search; ``choose(limit)`` returns (schedule ranges over batch sizes 1..limit, table) from the
+        step-cost model, ``limit`` the largest batch size the simulated points reached (:meth:`evidence_top`)."""
         res = TuneResult()
         none = Setting(0)
         if self.user_loads:  # the loads asked for, every k, first (they keep the phase name "loads")
@@ -269,7 +279,8 @@ class Tuner:
         res.best_k = self.best_k(loads, table)
         self.crossovers(loads, table, res)
 
-        ranges, sched_table = choose()
+        res.evidence_top = self.evidence_top()
+        ranges, sched_table = choose(res.evidence_top)
         res.schedule, res.schedule_table = ranges, sched_table
         # num_speculative_tokens: the schedule's largest k (at least 1, as vLLM requires; all-zero = plain decoding)
         sched = Setting(max(1, max(k for _, _, k in ranges)), tuple(ranges))

@@ -43,6 +43,11 @@ def tune_warnings(base) -> List[str]:
     pair = describe_proposer(base)["proposer_pairing_warning"]
     if pair:
         out.append(pair)
+    from vidur_specdec.speculation.acceptance_source import default_warning
+
+    acc = default_warning(base)  # the default alpha, or another pair's rows (borrowed) or a scaled dataset
+    if acc:
+        out.append(f"warning: {acc}")
     dev = resolved_device(base)
     tok, seqs = serve_batch_defaults(dev)
     sc = base.scheduler
@@ -88,6 +93,11 @@ def engine_args(base) -> Dict[str, Any]:
         out["enable_eplb"] = True
         if base.parallel.num_redundant_experts:
             out["eplb_config"] = {"num_redundant_experts": base.parallel.num_redundant_experts}
+    if base.parallel.enable_dbo:  # vLLM's --enable-dbo and its two thresholds (their defaults left out)
+        out["enable_dbo"] = True
+        for name in ("dbo_decode_token_threshold", "dbo_prefill_token_threshold"):
+            if getattr(base.parallel, name) != getattr(type(base.parallel)(), name):
+                out[name] = getattr(base.parallel, name)
     return out
 
 

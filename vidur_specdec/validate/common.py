@@ -16,6 +16,7 @@ from typing import Any, Optional, Union
 
 import pandas as pd
 
+from vidur_specdec.config.files import naming
 from vidur_specdec.config import ConfigError
 
 FLOAT_FORMAT = "%.6f"
@@ -141,10 +142,12 @@ def _tmp_beside(path: Path) -> Path:
 def write_text(path: Union[str, Path], text: str) -> Path:
     """Write ``text`` to ``path`` atomically."""
     path = Path(path)
-    tmp = _tmp_beside(path)
+    with naming(path):
+        tmp = _tmp_beside(path)
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        with naming(path, tmp):
+            tmp.write_text(text)
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -174,10 +177,12 @@ def write_json(path: Union[str, Path], data: Any) -> Path:
 def write_csv(path: Union[str, Path], df: pd.DataFrame) -> Path:
     """Write a DataFrame as CSV atomically (floats with 6 decimals, like the simulator's tables)."""
     path = Path(path)
-    tmp = _tmp_beside(path)
+    with naming(path):
+        tmp = _tmp_beside(path)
     try:
-        df.to_csv(tmp, index=False, float_format=FLOAT_FORMAT)
-        os.replace(tmp, path)
+        with naming(path, tmp):
+            df.to_csv(tmp, index=False, float_format=FLOAT_FORMAT)
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -21,20 +21,24 @@ from vidur_specdec.pricing.price import StepPrice
 
 
 def pricer_for(cfg):
-    """The step pricer a simulation of ``cfg`` (a loaded RunConfig) prices with: same profiles, policy, proposer,
-    overheads, collectives and MoE layers. A data-parallel group is refused: a step log is one engine's."""
+    """The step pricer a simulation of ``cfg`` (a loaded RunConfig) prices with: its resolved plan's
+    (:func:`vidur_specdec.engine.simulation.prepare`), the same profiles, policy, proposer, overheads,
+    collectives and MoE layers. A data-parallel group's or a pipeline's step log is refused: a log times one
+    engine's whole step."""
     # lazy: start-up cost of pandas, scipy, sklearn
-    from vidur_specdec.engine import deployment
-    from vidur_specdec.engine.resolve import pricer, resolve
+    from vidur_specdec.engine.simulation import prepare
 
-    dep = resolve(cfg).deployment
-    if dep.dp > 1:  # a step log is one engine's; a data-parallel group's step needs every rank's batch
+    p = cfg.parallel
+    if p.data_parallel_size > 1:  # a step log is one engine's; a data-parallel group's step needs every rank's batch
         raise ConfigError("parallel.data_parallel_size: validate prices one engine's step log; a data-parallel "
                           "group (> 1) is not modelled here")
-    if dep.pp > 1:
+    if p.pipeline_parallel_size > 1:
         raise ConfigError("parallel.pipeline_parallel_size: validate prices one engine's whole step; a step log of "
                           "a pipeline-parallel engine times its stages apart; use pipeline_parallel_size 1")
-    return pricer(cfg, dep, deployment.longest_request_tokens(cfg))[0]
+    plan = prepare(cfg)
+    if hasattr(plan, "pools"):  # a disaggregated deployment: its decode pool runs every verify step
+        plan = plan.pool("decode").prepared
+    return plan.pricer
 
 
 def price_sums(pricer, num_reqs: int, decode_reqs: int, spec_tokens: int, prefill_tokens: int, ctx_tokens: int,

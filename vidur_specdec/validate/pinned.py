@@ -82,26 +82,62 @@ def pinned_speculative_config(cfg) -> Dict[str, Any]:
     return out
 
 
-def pinned(cfg) -> Dict[str, Any]:
-    """What :data:`PINNED_FILE` holds: the speculative_config, a ``vllm serve`` line, the mean length, warnings."""
-    from vidur_specdec.config.vllm_defaults import VLLM_VERSION
-
-    sc = pinned_speculative_config(cfg)
+def serve_line(cfg, sc: Dict[str, Any]) -> str:
+    """One ``vllm serve`` line for ``cfg``'s engine keys and the speculative_config ``sc``."""
     s = cfg.scheduler
     pp = cfg.parallel.pipeline_parallel_size
     flags = {"tensor-parallel-size": cfg.parallel.tensor_parallel_size,
              "pipeline-parallel-size": pp if pp > 1 else None,
              "max-num-batched-tokens": s.max_num_batched_tokens, "max-num-seqs": s.max_num_seqs,
              "gpu-memory-utilization": s.gpu_memory_utilization, "block-size": s.block_size}
-    line = (f"vllm serve {cfg.model} " + " ".join(f"--{k} {v}" for k, v in flags.items() if v is not None)
+    return (f"vllm serve {cfg.model} " + " ".join(f"--{k} {v}" for k, v in flags.items() if v is not None)
             + f" --speculative-config '{json.dumps(sc, separators=(',', ':'))}'")
+
+
+def pool_lines(cfg) -> Dict[str, Dict[str, Any]]:
+    """A disaggregated config's pools: each pool's instances and its ``vllm serve`` line, with the pool's own
+    engine keys, the speculative_config (pinned on the decode pool, the one that verifies; the prefill pool's
+    must hash the same for vLLM's NIXL connector) and ``--kv-transfer-config`` (the NIXL connector,
+    ``kv_both``, as vLLM 0.33 documents it)."""
+    from vidur_specdec.config.disaggregation import KV_TRANSFER_CONFIG
+    from vidur_specdec.engine.topology import ROLES, check
+
+    cfgs = check(cfg)  # each pool's config; a pair NIXL would refuse is refused here, naming the key
+    sc = pinned_speculative_config(cfgs["decode"])
+    out = {}
+    for role in ROLES:
+        pc = cfgs[role]
+        out[role] = {"instances": getattr(cfg.disaggregation, f"{role}_instances"), "device": str(pc.device),
+                     "vllm_serve": serve_line(pc, sc) + f" --kv-transfer-config '{KV_TRANSFER_CONFIG}'"}
+    return out
+
+
+def pinned(cfg) -> Dict[str, Any]:
+    """What :data:`PINNED_FILE` holds: the speculative_config, a ``vllm serve`` line (one per pool of a
+    disaggregated config, ``pools``), the mean length, warnings."""
+    from vidur_specdec.config.vllm_defaults import VLLM_VERSION
+
+    pools = None
+    if cfg.disaggregation.enabled:
+        from vidur_specdec.engine.topology import pool_config
+
+        pools = pool_lines(cfg)
+        cfg = pool_config(cfg, "decode")  # the pool that verifies: its acceptance is what is pinned
+    sc = pinned_speculative_config(cfg)
+    line = serve_line(cfg, sc)
+    if pools is not None:
+        line = "\n".join(f"# {role}, {p['instances']} instance{'s' if p['instances'] > 1 else ''} on {p['device']}:\n"
+                         f"{p['vllm_serve']}" for role, p in pools.items())
     warnings = []
     if cfg.speculative.acceptance_spread:
         warnings.append(f"speculative.acceptance_spread {cfg.speculative.acceptance_spread:g}: the simulator draws "
                         "a rate per request around the mean; the pinned server uses the mean rates for every request")
-    return {"vllm_version": VLLM_VERSION, "speculative_config": sc, "vllm_serve": line,
+    body = {"vllm_version": VLLM_VERSION, "speculative_config": sc, "vllm_serve": line,
             "mean_acceptance_length": round(1.0 + sum(sc["synthetic_acceptance_rates"]), RATE_DIGITS - 1),
             "acceptance_input": cfg.speculative.acceptance_input(), "warnings": warnings}
+    if pools is not None:
+        body["pools"] = pools
+    return body
 
 
 def write_pinned(cfg, out: Union[str, Path]) -> Dict[str, Any]:

@@ -71,9 +71,25 @@ def prompt_ids(lengths: Sequence[int], seed: int, token_id_range=DEFAULT_TOKEN_R
 
 def generate_trace(cfg: RunConfig, arrival: Optional[str] = None, cv: float = 1.0, seed: Optional[int] = None,
                    token_id_range=DEFAULT_TOKEN_RANGE) -> pd.DataFrame:
-    """The trace for a run config's workload section (``arrival`` defaults to the config's, trace excluded)."""
-    arrival = arrival or (cfg.workload.arrival if cfg.workload.arrival != "trace" else "poisson")
+    """The trace for a run config's workload section; ``arrival`` defaults to the config's.
+
+    ``workload.arrival: trace``: the config's own trace (``workload.trace_file``), in this trace format, with
+    seeded token ids where it has none (``arrival`` must then be None). ``closed``: refused without
+    ``arrival`` (a closed loop's arrival times are set by completions during the run).
+    """
     seed = cfg.seed if seed is None else seed
+    own = cfg.workload.arrival
+    if own == "trace":
+        if arrival is not None:
+            raise ValidateError(f"--arrival: the config's workload.arrival is trace (its requests come from "
+                                f"workload.trace_file {cfg.workload.trace_file}); drop --arrival to write that "
+                                f"trace, or give a config whose arrivals are drawn")
+        trace = load_trace(cfg.workload.trace_file, "workload.trace_file")
+        return with_token_ids(trace, seed, token_id_range)[TRACE_COLUMNS]
+    if arrival is None and own == "closed":
+        raise ValidateError("workload.arrival: closed has no arrival times to write (a closed loop sends a request "
+                            "when one completes); give --arrival poisson, gamma or static")
+    arrival = arrival or own
     arrivals, prompts, outputs = draw_arrivals_and_lengths(cfg, arrival, cv, seed)
     return pd.DataFrame({
         "request_id": np.arange(len(arrivals)),

@@ -71,3 +71,23 @@ def unbound(device=None, all_reduce=None) -> KernelSource:
 
 
 __all__ = ["BUILT", "TABLES", "TableKernels", "KERNEL_SOURCES", "KernelSource", "OP_FAMILIES", "RooflineKernels", "as_kernels", "for_run", "make", "register", "unbound"]
+
+
+def versions(sources) -> Dict[str, object]:
+    """``summary.json``'s ``versions``: the vLLM release the run's measured kernel tables were collected on
+    (from ``kernel_sources``) against the vLLM release whose scheduling, speculation and configs the simulator
+    follows, said once. ``sources``: a run's ``kernel_sources`` (None or all built: no measured table)."""
+    import re
+
+    from vidur_specdec.config.vllm_defaults import VLLM_VERSION as SEMANTICS
+
+    measured = sorted({m.group(1) for s in (sources or {}).values()
+                       for m in re.finditer(r"vllm (\d+\.\d+\.\d+)", str(s))})
+    packages = sorted({m.group(0) for s in (sources or {}).values()
+                       for m in re.finditer(r"aiconfigurator-core \d+\.\d+\.\d+", str(s))})
+    tables = (f"vLLM {', '.join(measured)} ({', '.join(packages)})" if measured else None)
+    note = (f"kernel times measured on {tables}; scheduling, speculation and the written vLLM config follow "
+            f"vLLM {SEMANTICS}" if tables else
+            f"no measured kernel table (the calibrated roofline or the given profiles); scheduling, speculation and "
+            f"the written vLLM config follow vLLM {SEMANTICS}")
+    return {"semantics": f"vLLM {SEMANTICS}", "kernel_tables": tables, "note": note}

@@ -79,6 +79,11 @@ class KernelSource:
                           f"{self.name} kernels; data parallel > 1 needs profiles: shipped (or measured) on a GPU "
                           "whose tables hold DeepEP's (h100, h200, b200, b300, gb200, gb300)")
 
+    def all_to_all_source(self, spec, ep: int) -> str:
+        """Where :meth:`all_to_all_ms` reads its times at expert-parallel size ``ep`` (``summary.json``
+        ``kernel_sources.all_to_all`` of a data-parallel run): measured, and what is scaled from what."""
+        return "none (no measured all-to-all)"
+
     def grouped_gemm_ms(self, rows: int, experts: int, k: int, n: int, dtype: str = "bf16") -> float:
         """A grouped GEMM (ms): ``rows`` token rows spread over ``experts`` weight matrices ``[k x n]``."""
         raise NotImplementedError

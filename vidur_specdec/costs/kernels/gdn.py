@@ -97,12 +97,10 @@ def table(system: str, spec, tp: int) -> Optional[GdnTable]:
     """The measured rows for ``spec`` at ``tp`` on ``system`` (None: the package has none for that shape)."""
     key = (system, _shape(spec, tp))
     if key not in _TABLES:
-        from vidur_specdec.config import ConfigError
         from vidur_specdec.costs.kernels import table_data as TD
 
-        try:
-            df = TD.load(system, "linear_attention", "vllm", GDN_VERSION, "gdn_perf")
-        except ConfigError:
+        df = TD.load_optional(system, "linear_attention", "vllm", GDN_VERSION, "gdn_perf")  # a bad file: raised
+        if df is None:
             _TABLES[key] = None
             return None
         h, hk, dk, hv, dv = key[1]

@@ -215,6 +215,10 @@ class TableKernels(RooflineKernels):
         """DeepEP dispatch and combine from the measured tables (:mod:`vidur_specdec.costs.all_to_all`)."""
         return all_to_all.layer_ms(self.system, spec, mode, tokens, ep)
 
+    def all_to_all_source(self, spec, ep: int) -> str:
+        """The tables behind :meth:`all_to_all_ms` at ``ep``, measured and scaled (:func:`all_to_all.describe`)."""
+        return all_to_all.describe(self.system, spec, ep)
+
     def warnings(self, tp: int = 1, specs: Sequence = (), ep: int = 1):
         out = [w for s in specs if not SA.applies(s) for w in self._attention(s, tp).warnings()]
         if specs and getattr(specs[0], "linear_layers", 0) and GDN.table(self.system, specs[0], tp) is None:

@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 import pandas as pd
 
+from vidur_specdec.config.files import naming
 from vidur_specdec.architectures.models import ModelError, ModelSpec, get_model, resolve_model
 from vidur_specdec.costs.profiles import params
 from vidur_specdec.costs.profiles.builder import (
@@ -151,14 +152,16 @@ def _write_atomic(files: Mapping[Path, str]) -> None:
     tmp: Dict[Path, str] = {}
     try:
         for path, text in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            tmp[path] = name
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
-            os.chmod(name, 0o666 & ~_umask())  # mkstemp makes 0600; use the usual mode
+            with naming(path, tmp.get(path)):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+                tmp[path] = name
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(text)
+                os.chmod(name, 0o666 & ~_umask())  # mkstemp makes 0600; use the usual mode
         for path, name in tmp.items():
-            os.replace(name, path)
+            with naming(path, name):
+                os.replace(name, path)
     finally:
         for name in tmp.values():
             if os.path.exists(name):

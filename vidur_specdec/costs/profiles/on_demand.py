@@ -9,7 +9,10 @@ depend on: the builder's code and parameters (``builder.py``, ``params.py``,
 ``__init__.py``, this module), the :class:`~vidur_specdec.architectures.models.ModelSpec`, the
 :class:`~vidur_specdec.hardware.devices.DeviceSpec`, the tensor-parallel size and the
 grid (context and chunk cover). Files are written to temporary siblings and
-renamed into place, so a crashed or concurrent build never leaves half a file.
+renamed into place, so a crashed or concurrent build never leaves half a file;
+each file's SHA-256 is stored beside it (``mlp.csv.sha256``), and a cached
+profile is used only when both files match theirs (else rebuilt, with one
+``warning:`` line; :mod:`vidur_specdec.costs.cache_entries`).
 
 A built profile covers only what the run can reach, not a model's whole
 context (131,072 tokens for Llama-3.x would be millions of rows):
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
+from vidur_specdec.costs import cache_entries as CE
 from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec
 from vidur_specdec.architectures.models import KNOWN_MODELS, ModelSpec
@@ -121,8 +125,11 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
     key = build_key(model, device, tp, context, chunk, kernels)
     folder = Path(cache_dir) / "profiles" / key[:32]
     mlp, att = folder / "mlp.csv", folder / "attention.csv"
-    if mlp.is_file() and att.is_file():
+    why = CE.verify_files((mlp, att))
+    if why is None:
         return mlp, att
+    if mlp.exists() or att.exists():  # an entry that does not verify (an absent one is a plain cold cache)
+        CE.warn_rebuilt(folder, f"holds a profile that does not verify: {why}")
 
     spec = ModelSpec(**{**model.to_dict(), "max_model_len": int(context)})
     try:
@@ -131,7 +138,10 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
             from vidur_specdec.costs.kernels.roofline import RooflineKernels
 
             priced = kernels if kernels is not None else RooflineKernels(device)
-        return write_profile(spec, device, tp, folder, max_chunk=chunk, kernels=priced)
+        paths = write_profile(spec, device, tp, folder, max_chunk=chunk, kernels=priced)
+        for p in paths:
+            CE.seal(p)
+        return paths
     except OSError as e:
         raise ConfigError(f"predictor.cache_dir: cannot write a built profile to {folder}: "
                           f"{e.strerror or type(e).__name__}") from None

@@ -35,22 +35,27 @@ class DataParallelGroup:
 
     # ------------------------------------------------------------------ the router
     @staticmethod
-    def _score(rank: SarathiRank) -> float:
-        waiting = len(rank.queue)
+    def _score(rank: SarathiRank, more_waiting: int = 0) -> float:
+        waiting = len(rank.queue) + more_waiting
         running = len(rank.alloc)
         usage = rank.allocated / rank.num_blocks
         return waiting + running + (waiting * WAITING_KV_PENALTY * max(0.0, usage - 0.5) if waiting else 0.0)
 
-    def add(self, request) -> None:
+    def pick(self, more_waiting=None) -> int:
+        """The rank the router sends the next request to (its index); ``more_waiting``: per rank, requests on
+        their way to it that its queue does not hold yet (a decode pool's requests waiting for KV room)."""
         n = len(self.ranks)
         best, best_score = self._start, None
         for i in range(n):
             idx = (self._start + i) % n
-            s = self._score(self.ranks[idx])
+            s = self._score(self.ranks[idx], more_waiting[idx] if more_waiting else 0)
             if best_score is None or s < best_score:
                 best, best_score = idx, s
         self._start = (self._start + 1) % n
-        self.ranks[best].add(request)
+        return best
+
+    def add(self, request) -> None:
+        self.ranks[self.pick()].add(request)
 
     @property
     def num_pending(self) -> int:

@@ -22,9 +22,8 @@ completion, arrives after the replica has formed that next step.
 from __future__ import annotations
 
 import heapq
-from typing import Callable, List, Optional
+from typing import Callable, List
 
-from vidur_specdec.engine.core.sarathi import Step
 
 
 class Replica:
@@ -49,17 +48,6 @@ class Replica:
         self.stage_busy = [False] * num_stages
         self.role = role
 
-    def form(self) -> Optional[Step]:
-        """Vidur's ``on_schedule``: the next step, or None (busy, or nothing to run)."""
-        if not (self.running_batches < self.num_stages and self.running_stages == 0):
-            return None
-        step = self.sched.next_step()
-        if step is None:
-            return None
-        self.running_batches += 1
-        self.running_stages += 1
-        return step
-
     def is_empty(self) -> bool:
         return self.sched.is_empty() and not any(self.stage_queue)
 
@@ -80,7 +68,7 @@ class Loop:
         self.on_complete = on_complete
         self.heap: list = []
         self.seq = 0
-        self.time = 0.0
+        self.time = 0.0  # seconds: the event being handled
         self.waiting: list = []  # the global scheduler's queue
 
     # ------------------------------------------------------------------ events
@@ -97,7 +85,7 @@ class Loop:
         pop = heapq.heappop
         while heap:
             time, _, handler, payload = pop(heap)
-            self.time = time
+            self.time = time  # the instant being handled (a pool's hand-off reads it)
             handler(time, payload)
 
     def arrive(self, time: float, request) -> None:
@@ -121,27 +109,32 @@ class Loop:
         self.push(time, self._schedule, replica)
 
     def _schedule(self, time: float, replica: Replica) -> None:
-        step = replica.form()
+        """Vidur's ``ReplicaScheduleEvent``: form the replica's next step if it may; a one-stage replica's step is
+        priced, recorded and its end made at once (Vidur's stage arrival and stage schedule at the same instant)."""
+        if not (replica.running_batches < replica.num_stages and replica.running_stages == 0):
+            return
+        step = replica.sched.next_step()
         if step is None:
             return
+        replica.running_batches += 1
+        replica.running_stages += 1
         for r in step.requests:
             if not r.scheduled:
                 r.on_schedule(time)
-        if replica.num_stages == 1:
-            self._start(time, replica, step)
-        else:
+        if replica.num_stages != 1:
             self.push(time, self._stage_arrival, (replica, 0, step))
-
-    # ------------------------------------------------------------------ one stage (pipeline parallel 1)
-    def _start(self, time: float, replica: Replica, step: Step) -> None:
+            return
         price = replica.pricer.price(step.plan)
         self.recorder.record(time, replica.rid, 0, step, price)
-        self.push(time + price.total_time, self._step_end, (replica, step))
+        heapq.heappush(self.heap, (time + price.total_time, self.seq, self._step_end, (replica, step)))
+        self.seq += 1
 
+    # ------------------------------------------------------------------ one stage (pipeline parallel 1)
     def _step_end(self, time: float, payload) -> None:
-        replica, step = payload
-        replica.running_stages -= 1
-        if self.due_now(time):  # events already due now run before this replica's batch end and next step
+        """A one-stage step ends (Vidur's ``BatchStageEndEvent``): events already due now run before the batch
+        end and the next step (they were made first); else both run at once."""
+        payload[0].running_stages -= 1
+        if self.heap and self.heap[0][0] <= time:
             self.push(time, self._after_end, payload)
         else:
             self._after_end(time, payload)
@@ -150,15 +143,11 @@ class Loop:
         """Vidur's batch end and replica schedule made at a step's end: nothing due now comes between them (what
         is due now was made later); a closed-loop client's next request arrives after the next step formed."""
         replica, step = payload
-        done = self._batch_end(time, replica, step)
-        self._schedule(time, replica)
-        self._release(time, done)
-
-    def _batch_end(self, time: float, replica: Replica, step: Step) -> list:
-        """Vidur's ``BatchEndEvent``: requests advance, the replica frees or keeps them; returns the completed."""
         replica.running_batches -= 1
         requests = replica.sched.end_step(step, time)
-        return [r for r in requests if r.completed]
+        self._schedule(time, replica)
+        if self.on_complete is not None:
+            self._release(time, [r for r in requests if r.completed])
 
     def _release(self, time: float, done: list) -> None:
         """A closed-loop client's next request for each request that completed (not a prefill pool's hand-off)."""
@@ -201,8 +190,9 @@ class Loop:
 
     def _pipeline_batch_end(self, time: float, payload) -> None:
         replica, step = payload
-        done = self._batch_end(time, replica, step)
-        self._release(time, done)
+        replica.running_batches -= 1
+        requests = replica.sched.end_step(step, time)
+        self._release(time, [r for r in requests if r.completed])
         self.push(time, self._schedule, replica)
 
     # ------------------------------------------------------------------ the end

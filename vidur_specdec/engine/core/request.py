@@ -35,8 +35,9 @@ class CoreRequest:
                  "completed_at", "num_restarts", "decode_steps", "guesses", "accepted_tokens", "acceptance",
                  "proposals", "catchup_tokens", "previous_q_tokens", "planned_guesses", "planned_accepted",
                  # prefill/decode pools (vidur_specdec.engine.core.pools)
-                 "prefill_only", "parent", "shadow", "prefill_replica", "decode_replica", "handoff_at",
-                 "kv_start_at", "kv_transfer_ms", "kv_transfer_bytes", "kv_loaded_at", "kv_loaded")
+                 "prefill_only", "parent", "shadow", "prefill_replica", "decode_replica", "prefill_unit",
+                 "decode_unit", "handoff_at", "kv_start_at", "kv_transfer_ms", "kv_transfer_bytes", "kv_loaded_at",
+                 "kv_loaded")
 
     def __init__(self, rid: int, index: int, arrived_at: float, prompt_tokens: int, output_tokens: int) -> None:
         self.id = rid

@@ -93,22 +93,22 @@ def run_core(p, sim_mod):
 def _run_pools(top, sim_mod):
     """A disaggregated topology: the prefill pool's instances first, then the decode pool's, behind the router."""
     decode = top.pool("decode").prepared
-    ranks, ids, replicas = {}, {}, []
+    scheds, ids, replicas = {}, {}, []
     recompute = top.cfg.disaggregation.draft_kv == "recompute"
     for pool in top.pools:
         ids[pool.role] = []
+        cls = DecodeRank if pool.role == "decode" else PrefillRank
+        dp = pool.deployment.dp
         for _ in range(pool.instances):
             rid = len(replicas)
-            rank = _rank(pool.prepared, DecodeRank if pool.role == "decode" else PrefillRank)
-            rank.rid = rid
-            rank.recompute_draft = pool.role == "decode" and recompute
-            ranks[rid] = rank
+            ranks = [_rank(pool.prepared, cls) for _ in range(dp)]
+            for rank in ranks:
+                rank.recompute_draft = pool.role == "decode" and recompute
+            scheds[rid] = DataParallelGroup(ranks) if dp > 1 else ranks[0]
             ids[pool.role].append(rid)
-            replicas.append(Replica(rid, rank, pool.prepared.pricer, 1, pool.role))
+            replicas.append(Replica(rid, scheds[rid], pool.prepared.pricer, 1, pool.role))
     requests = _requests(top.specs, _concurrency(top.cfg) is not None)
-    router = PoolRouter(ranks, ids, top.link, top.cfg.disaggregation.router, len(requests))
-    for rank in ranks.values():
-        rank.router = router
+    router = PoolRouter(scheds, ids, top.link, top.cfg.disaggregation.router, len(requests))
     recorder = StepRecorder()
     loop = Loop(replicas, router.assign, recorder)
     router.loop = loop

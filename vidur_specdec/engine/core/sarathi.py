@@ -16,14 +16,19 @@ rules; ``tests/test_engine_core.py`` holds the two to identical tables):
    request is preempted by recompute (or this one, when none is left);
    running prefills continue their chunks within the budget;
 2. waiting requests, first come first served, while ``max_num_seqs``, the micro-batch
-   and the budget allow and their prompt's blocks fit above the watermark;
+   and the budget allow and their prompt's blocks (with a hybrid model's state pages,
+   ``state_blocks``) fit above the watermark;
 3. every decoding request of the step draws its accepted guesses from its own
    acceptance source; the step's k comes from the per-batch-size schedule
    looked up by the previous step's request count.
 
 :meth:`SarathiRank.end_step` advances every request of a finished step by its
 tokens advanced, frees a completed request's blocks and puts the others back
-among the running. Token counts are tokens, KV is counted in blocks.
+among the running. Token counts are tokens, KV is counted in blocks. A hybrid model's
+request holds ``state_blocks`` blocks of linear-attention state beside its KV blocks while it
+runs (vLLM's hybrid KV cache manager, :mod:`vidur_specdec.costs.block_pool`): they are taken
+with its first blocks (:meth:`SarathiRank.allocate`), counted in ``allocated`` but not in
+``alloc`` (which holds its KV blocks), and freed with it, at completion or preemption.
 """
 
 from __future__ import annotations
@@ -68,7 +73,8 @@ class SarathiRank:
         self.queue: List = []  # waiting: new arrivals, and preempted requests at the front
         self.running: List = []  # scheduled before, not completed, not in a step in flight (oldest first)
         self.alloc = {}  # request id -> KV blocks it holds
-        self.allocated = 0  # blocks held in all
+        self.allocated = 0  # blocks held in all (state pages included)
+        self.state_blocks = int(getattr(sched, "state_blocks", 0))  # state pages of each admitted request
         acc = sched.acceptance
         self.acceptance = acc
         self.k_max = sched.num_speculative_tokens if acc is not None else 0
@@ -100,18 +106,22 @@ class SarathiRank:
 
     # ------------------------------------------------------------------ KV blocks
     def allocate(self, rid: int, blocks: int) -> None:
-        self.allocated += blocks
-        self.alloc[rid] = self.alloc.get(rid, 0) + blocks
+        """``blocks`` more KV blocks for request ``rid``; its first ones come with its state pages."""
+        held = self.alloc.get(rid)
+        self.allocated += blocks if held is not None else blocks + self.state_blocks
+        self.alloc[rid] = (held or 0) + blocks
 
     def free(self, rid: int) -> None:
-        self.allocated -= self.alloc.pop(rid)
+        self.allocated -= self.alloc.pop(rid) + self.state_blocks
 
     def can_allocate(self, r) -> bool:
-        """Whether a waiting request can start: a new (or restarted) one needs its prompt's blocks above the
-        watermark; one already holding blocks (a decode instance's loaded prompt) one free block (Sarathi's rule;
-        a decoding request's blocks, guesses and lookahead included, are found in :meth:`next_step`)."""
+        """Whether a waiting request can start: a new (or restarted) one needs its prompt's blocks and its state
+        pages above the watermark; one already holding blocks (a decode instance's loaded prompt) one free block
+        (Sarathi's rule; a decoding request's blocks, guesses and lookahead included, are found in
+        :meth:`next_step`)."""
         if r.id not in self.alloc:
-            return self.num_blocks - self.allocated - ceil(r.prefill_tokens / self.block_size) >= self.watermark_blocks
+            return self.num_blocks - self.allocated - ceil(r.prefill_tokens / self.block_size) \
+                - self.state_blocks >= self.watermark_blocks
         return self.num_blocks - self.allocated >= 1
 
     def _allocate_new(self, r) -> None:

@@ -27,6 +27,11 @@ disaggregated proxy runs it:
    ``draft_recompute``, priced by the step pricer), as vLLM's decode instance does when the
    draft KV groups are left out of the transfer (vLLM issue 54926).
 
+An instance of a pool with ``data_parallel_size`` > 1 is a
+:class:`~vidur_specdec.engine.reference.dp_group.DPGroupReplicaScheduler` of prefill or
+decode ranks; its own router (vLLM's least-loaded one) picks the rank at arrival
+and, on a decode instance, at hand-off, and the rank holds the request's KV.
+
 TTFT splits into ``queue`` (arrival to first prefill step), ``prefill``,
 ``kv_transfer`` (prefill done to KV loaded: waiting for decode KV room plus
 the transfer) and ``first_decode`` (KV loaded to first token). Times: ``*_s``
@@ -52,6 +57,7 @@ from vidur.types import BaseIntEnum, EventType
 from vidur_specdec.engine.pool_routing import ROUTERS
 from vidur_specdec.engine.disagg_metrics import pool_figures, request_parts
 from vidur_specdec.engine.metrics import requests_frame
+from vidur_specdec.engine.reference.dp_group import DPGroupReplicaScheduler
 from vidur_specdec.engine.reference.predictor import SpecDecExecutionTimePredictor
 from vidur_specdec.engine.reference.request import SpecRequest
 from vidur_specdec.engine.reference.scheduler import SpecSarathiReplicaScheduler
@@ -78,9 +84,11 @@ class PoolRouterConfig(BaseGlobalSchedulerConfig):
 
 
 class PrefillInstanceScheduler(SpecSarathiReplicaScheduler):
-    """A prefill instance: a request done with its prefill keeps its KV blocks until they have been read."""
+    """A prefill instance (or one data-parallel rank of it): a request done with its prefill keeps its KV blocks
+    until they have been read. ``unit``: its id among the router's schedulers."""
 
     router: "PoolRouter" = None
+    unit: int = -1
 
     def on_batch_end(self, batch) -> None:
         BaseReplicaScheduler.on_batch_end(self, batch)
@@ -91,13 +99,15 @@ class PrefillInstanceScheduler(SpecSarathiReplicaScheduler):
             else:
                 self._preempted_requests.append(request)
         for request in done:
-            self.router.on_prefill_done(request, self.replica_id)
+            self.router.on_prefill_done(request, self.unit)
 
 
 class DecodeInstanceScheduler(SpecSarathiReplicaScheduler):
-    """A decode instance: requests arrive with their prompt's KV blocks already held."""
+    """A decode instance (or one data-parallel rank of it): requests arrive with their prompt's KV blocks already
+    held. ``unit``: its id among the router's schedulers."""
 
     router: "PoolRouter" = None
+    unit: int = -1
     recompute_draft: bool = False  # disaggregation.draft_kv: recompute (the drafter re-runs over a loaded prompt)
 
     def _draft_recompute(self, batch) -> tuple:
@@ -117,7 +127,19 @@ class DecodeInstanceScheduler(SpecSarathiReplicaScheduler):
 
     def on_batch_end(self, batch) -> None:
         super().on_batch_end(batch)
-        self.router.admit(self.replica_id)
+        self.router.admit(self.unit)
+
+
+class PrefillGroupScheduler(DPGroupReplicaScheduler):
+    """A prefill instance of data-parallel ranks: each rank a :class:`PrefillInstanceScheduler`."""
+
+    rank_class = PrefillInstanceScheduler
+
+
+class DecodeGroupScheduler(DPGroupReplicaScheduler):
+    """A decode instance of data-parallel ranks: each rank a :class:`DecodeInstanceScheduler`."""
+
+    rank_class = DecodeInstanceScheduler
 
 
 class KVLoadedEvent(BaseEvent):
@@ -138,7 +160,12 @@ class KVLoadedEvent(BaseEvent):
 
 
 class PoolRouter(BaseGlobalScheduler):
-    """Vidur global scheduler over a prefill and a decode pool joined by a KV link."""
+    """Vidur global scheduler over a prefill and a decode pool joined by a KV link.
+
+    Every rank (an instance's scheduler, or each data-parallel rank of a :class:`~vidur_specdec.engine.reference.dp_group.DPGroupReplicaScheduler`
+    instance) is a *unit* (``_units``): the scheduler a request's KV blocks are held on; the proxy picks an
+    instance by its units' loads, and a data-parallel instance's own router (vLLM's least-loaded one) the rank.
+    """
 
     def __init__(self, config, replicas) -> None:
         self._config = config
@@ -152,22 +179,31 @@ class PoolRouter(BaseGlobalScheduler):
         ids = iter(sorted(replicas))
         self._replica_schedulers = {}
         self.ids: Dict[str, List[int]] = {}
+        self._units: Dict[int, SpecSarathiReplicaScheduler] = {}
+        self._unit_ids: Dict[int, List[int]] = {}
         for pool, (replica_config, cache_config, predictor_config, sched_config) in zip(top.pools, rc.vidur_pools):
             decode = pool.role == "decode"
             predictor = SpecDecExecutionTimePredictor(predictor_config=predictor_config, replica_config=replica_config,
                                                       cache_config=cache_config)
-            scls = DecodeInstanceScheduler if decode else PrefillInstanceScheduler
+            dp = pool.deployment.dp
+            scls = ((DecodeGroupScheduler if decode else PrefillGroupScheduler) if dp > 1
+                    else DecodeInstanceScheduler if decode else PrefillInstanceScheduler)
             self.ids[pool.role] = []
             for _ in range(pool.instances):
                 rid = next(ids)
                 s = scls(replica_config=replica_config, replica_scheduler_config=sched_config,
                          cache_config=cache_config, request_generator_config=config.request_generator_config,
                          replica=replicas[rid], num_stages=1, execution_time_predictor=predictor)
-                s.router = self
-                s.recompute_draft = decode and top.cfg.disaggregation.draft_kv == "recompute"
+                self._unit_ids[rid] = []
+                for rank in getattr(s, "ranks", [s]):
+                    rank.router = self
+                    rank.recompute_draft = decode and top.cfg.disaggregation.draft_kv == "recompute"
+                    rank.unit = len(self._units)
+                    self._units[rank.unit] = rank
+                    self._unit_ids[rid].append(rank.unit)
                 self._replica_schedulers[rid] = s
                 self.ids[pool.role].append(rid)
-        self._waiting: Dict[int, deque] = {rid: deque() for rid in self.ids["decode"]}
+        self._waiting: Dict[int, deque] = {u: deque() for rid in self.ids["decode"] for u in self._unit_ids[rid]}
         self._sim = None
 
     def attach(self, sim) -> None:
@@ -176,10 +212,11 @@ class PoolRouter(BaseGlobalScheduler):
 
     def _pick(self, role: str, extra: Dict[int, int] = None) -> int:
         ids = self.ids[role]
+        extra = extra or {}
         loads = []
         for rid in ids:
-            s = self._replica_schedulers[rid]
-            loads.append(s.num_pending_requests + len(s._allocation_map) + (extra or {}).get(rid, 0))
+            loads.append(sum(self._units[u].num_pending_requests + len(self._units[u]._allocation_map)
+                             + extra.get(u, 0) for u in self._unit_ids[rid]))
         return self._policy.pick(role, ids, loads)
 
     def schedule(self) -> List[Tuple[int, Any]]:
@@ -196,27 +233,33 @@ class PoolRouter(BaseGlobalScheduler):
             out.append((pid, shadow))
         return out
 
-    def on_prefill_done(self, shadow, prefill_id: int) -> None:
-        """A prefill finished: pick a decode instance and start the transfer when it has room."""
+    def on_prefill_done(self, shadow, unit: int) -> None:
+        """A prefill finished on ``unit``: pick a decode instance (and its rank) and start the transfer when it has
+        room."""
         r = shadow.parent
-        waiting = {rid: len(q) for rid, q in self._waiting.items()}
+        r.prefill_unit = unit
+        waiting = {u: len(q) for u, q in self._waiting.items()}
         did = self._pick("decode", waiting)
-        r.decode_replica = did
+        units = self._unit_ids[did]
+        group = self._replica_schedulers[did]
+        du = units[group.pick([waiting[u] for u in units])] if len(units) > 1 else units[0]
+        r.decode_replica, r.decode_unit = did, du
         r.handoff_at = self._sim._time
-        self._waiting[did].append(r)
-        self.admit(did)
+        self._waiting[du].append(r)
+        self.admit(du)
 
-    def admit(self, did: int) -> None:
-        """Reserve decode KV blocks for waiting requests in arrival order, starting their transfers."""
-        s = self._replica_schedulers[did]
-        q = self._waiting[did]
+    def admit(self, unit: int) -> None:
+        """Reserve decode KV blocks on ``unit`` for its waiting requests in arrival order, starting their
+        transfers."""
+        s = self._units[unit]
+        q = self._waiting[unit]
         now = self._sim._time
         cache = s._cache_config
         watermark = int(cache.watermark_blocks_fraction * cache.num_blocks)
         while q:
             r = q[0]
-            need = ceil(r.prompt_tokens / cache.block_size)
-            if cache.num_blocks - s.num_allocated_blocks - need < watermark:
+            need = ceil(r.prompt_tokens / cache.block_size)  # its prompt's KV blocks (and a hybrid model's state pages)
+            if cache.num_blocks - s.num_allocated_blocks - need - s.state_blocks < watermark:
                 break
             q.popleft()
             s.allocate(r.id, need)
@@ -227,11 +270,11 @@ class PoolRouter(BaseGlobalScheduler):
 
     def on_kv_loaded(self, r, time: float) -> List[BaseEvent]:
         """The KV has moved: free it on the prefill side, queue the request on its decode instance."""
-        self._replica_schedulers[r.prefill_replica].free(r.shadow.id)
+        self._units[r.prefill_unit].free(r.shadow.id)
         r.kv_loaded_at = time
         r.kv_loaded = True
         r._num_processed_tokens = r._num_stage_processed_tokens = r.prompt_tokens - 1  # all but the last loaded
-        self._replica_schedulers[r.decode_replica].add_request(r)
+        self._units[r.decode_unit].add_request(r)  # on the rank chosen at hand-off
         return [ReplicaScheduleEvent(time, r.decode_replica), ReplicaScheduleEvent(time, r.prefill_replica)]
 
 
@@ -252,7 +295,8 @@ def run_topology(top, ref_mod, sim_mod):
     ref_mod.reset_vidur_ids()
     per_pool = []
     for pool in top.pools:
-        vc = ref_mod.vidur_config(pool.prepared, ref_mod.scheduler_config(pool.prepared), SpecRequest)
+        vc = ref_mod.vidur_config(pool.prepared, ref_mod.scheduler_config(pool.prepared, pool.deployment.dp),
+                                  SpecRequest)
         per_pool.append((vc.cluster_config.replica_config, vc.cluster_config.cache_config,
                          vc.execution_time_predictor_config, vc.cluster_config.replica_scheduler_config))
     vc = ref_mod.vidur_config(decode, ref_mod.scheduler_config(decode), SpecRequest)

@@ -52,36 +52,47 @@ class DPGroupSchedulerConfig(SpecSarathiSchedulerConfig):
 
 
 class DPGroupReplicaScheduler(BaseReplicaScheduler):
-    """D speculative Sarathi ranks behind vLLM's least-loaded router; one step for all of them."""
+    """D speculative Sarathi ranks behind vLLM's least-loaded router; one step for all of them.
+
+    ``rank_class``: each rank's scheduler (a prefill or decode pool's instance scheduler in a disaggregated run,
+    :mod:`vidur_specdec.engine.reference.disagg`)."""
+
+    rank_class = SpecSarathiReplicaScheduler
 
     def __init__(self, replica_config, replica_scheduler_config, cache_config, request_generator_config,
                  replica, num_stages, execution_time_predictor) -> None:
         super().__init__(replica_config, replica_scheduler_config, cache_config, request_generator_config,
                          replica, num_stages, execution_time_predictor)
         self.ranks: List[SpecSarathiReplicaScheduler] = [
-            SpecSarathiReplicaScheduler(replica_config, replica_scheduler_config, cache_config,
-                                        request_generator_config, replica, num_stages, execution_time_predictor)
+            self.rank_class(replica_config, replica_scheduler_config, cache_config, request_generator_config,
+                            replica, num_stages, execution_time_predictor)
             for _ in range(int(replica_scheduler_config.data_parallel_size))]
         self._start = 0  # vLLM's eng_start_index: the rank the next scan starts from
         self.rank_of = {}  # request id -> its rank
         self._parts: Dict[int, List[Optional[Batch]]] = {}  # group batch id -> the ranks' batches (None: idle)
 
     # ------------------------------------------------------------------ the router
-    def _score(self, rank: SpecSarathiReplicaScheduler) -> float:
-        waiting = len(rank._request_queue)
+    def _score(self, rank: SpecSarathiReplicaScheduler, more_waiting: int = 0) -> float:
+        waiting = len(rank._request_queue) + more_waiting
         running = len(rank._allocation_map)
         usage = rank._num_allocated_blocks / rank._cache_config.num_blocks
         return waiting + running + (waiting * WAITING_KV_PENALTY * max(0.0, usage - 0.5) if waiting else 0.0)
 
-    def add_request(self, request) -> None:
+    def pick(self, more_waiting=None) -> int:
+        """The rank the router sends the next request to (its index); ``more_waiting``: per rank, requests on
+        their way to it that its queue does not hold yet (a decode pool's requests waiting for KV room)."""
         n = len(self.ranks)
         best, best_score = self._start, None
         for i in range(n):
             idx = (self._start + i) % n
-            s = self._score(self.ranks[idx])
+            s = self._score(self.ranks[idx], more_waiting[idx] if more_waiting else 0)
             if best_score is None or s < best_score:
                 best, best_score = idx, s
         self._start = (self._start + 1) % n
+        return best
+
+    def add_request(self, request) -> None:
+        best = self.pick()
         self.rank_of[request.id] = best
         self.ranks[best].add_request(request)
 

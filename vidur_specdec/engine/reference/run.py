@@ -323,6 +323,9 @@ def run_to_end(sim, message) -> None:
 def run_plain_sarathi(p) -> pd.DataFrame:
     """Vidur's own Sarathi scheduler, requests and MetricsStore on a prepared plain-decoding run (see
     :func:`vidur_specdec.engine.simulation.run_vidur_sarathi`)."""
+    if p.scheduler.state_blocks:
+        raise ConfigError(f"model: {p.model.name} keeps linear-attention state in the block pool, which Vidur's own "
+                          "Sarathi does not hold; simulate it with the speculative scheduler (method none)")
     sched = SarathiSchedulerConfig(chunk_size=p.cfg.scheduler.chunk_size, batch_size_cap=p.cfg.scheduler.batch_size_cap)
     with tempfile.TemporaryDirectory() as tmp:
         metrics = MetricsConfig(write_metrics=True, write_json_trace=False, enable_chrome_trace=False,

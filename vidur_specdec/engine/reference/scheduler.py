@@ -46,6 +46,12 @@ three things for a decoding request and leaves the rest to Sarathi:
   charged ``1 + proposed`` and one without a proposal decodes plainly: one
   token, no lookahead KV, no acceptance drawn. On v2 a request without a
   match is still charged k + 1 (vLLM fills the slots) and accepts nothing.
+* **state pages** — a hybrid model's request holds ``state_blocks`` blocks of linear-attention
+  state beside its KV blocks while it runs (vLLM's hybrid KV cache manager,
+  :mod:`vidur_specdec.costs.block_pool`): a new (or restarted) request needs its prompt's
+  blocks and its state pages above the watermark; the pages are taken with its first blocks,
+  counted in ``_num_allocated_blocks`` but not in the allocation map (which holds its KV
+  blocks, as Sarathi's decode rule reads it), and freed with it.
 * **token trees** — with ``tree_nodes`` N set, a request that guesses drafts
   the whole tree: it is charged N + 1 query tokens (or decodes plainly when
   the budget lacks room), and its accepted guesses are the accepted path's
@@ -85,6 +91,7 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     proposals: Any = None  # vidur_specdec.speculation.proposals.ProposalModel (ngram/suffix), None: always k
     num_lookahead_tokens: int = 0  # KV slots past 1 + guesses (vLLM: k for eagle/eagle3/mtp/draft_model, else 0)
     drafter_sync: bool = False  # a GPU drafter runs its first pass on steps whose scheduled k is 0
+    state_blocks: int = 0  # blocks a running request holds for a hybrid model's linear-attention state
 
     @staticmethod
     def get_type():
@@ -111,6 +118,24 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         self._proposals = cfg.proposals if cfg.acceptance is not None else None
         self._charge_empty = self._proposals is not None and self._proposals.runner == "v2"
         self._no_proposal: set = set()  # request ids of the step being built whose proposer made no guess
+        self._state_blocks = int(cfg.state_blocks)
+
+    # ------------------------------------------------------------------ state pages (hybrid models)
+    def allocate(self, request_id: int, num_blocks: int) -> None:
+        """``num_blocks`` more KV blocks; a request's first ones come with its state pages (hybrid models)."""
+        new = request_id not in self._allocation_map
+        super().allocate(request_id, num_blocks)
+        if new and self._state_blocks:
+            self._num_allocated_blocks += self._state_blocks
+
+    def free(self, *request_ids) -> None:
+        super().free(*request_ids)
+        self._num_allocated_blocks -= self._state_blocks * len(request_ids)
+
+    @property
+    def state_blocks(self) -> int:
+        """Blocks each admitted request holds for a hybrid model's linear-attention state (0: none)."""
+        return self._state_blocks
 
     # ------------------------------------------------------------------ tokens charged
     def _wanted_guesses(self, request, k: Optional[int] = None) -> int:
@@ -183,6 +208,9 @@ class SpecSarathiReplicaScheduler(SarathiReplicaScheduler):
         return request.id in self._allocation_map and self._reserve.get(request.id, 0) > 0
 
     def _can_allocate_request(self, request) -> bool:
+        if self._state_blocks and request.id not in self._allocation_map:  # its prompt's blocks and its state
+            need = ceil(request.num_prefill_tokens / self._cache_config.block_size) + self._state_blocks
+            return self._cache_config.num_blocks - self._num_allocated_blocks - need >= self._watermark_blocks
         if not self._speculating(request):
             return super()._can_allocate_request(request)
         free = self._cache_config.num_blocks - self._num_allocated_blocks

@@ -3,9 +3,10 @@
 One module per proposer, each registering its class under the name
 ``speculative.method`` uses (vLLM's names: ``ngram``, ``draft_model``,
 ``eagle``, ``eagle3``, ``mtp``, ``medusa``, ``suffix``; plus ``fixed``, a constant-cost
-drafter). Every module in this package is imported here, so a new proposer is
-one file (a :class:`~vidur_specdec.speculation.proposers.base.Proposer` subclass decorated
-with :func:`~vidur_specdec.speculation.proposers.base.register`) plus its docs; the config's
+drafter). Every proposer module is imported here, in one explicit list, so a new
+proposer is one file (a :class:`~vidur_specdec.speculation.proposers.base.Proposer` subclass
+decorated with :func:`~vidur_specdec.speculation.proposers.base.register`), its name in
+:data:`PROPOSER_MODULES` and its docs; the config's
 ``method`` choices, the results page labels and the contract test
 (``tests/test_proposer_contract.py``) all read :data:`REGISTRY`.
 
@@ -14,17 +15,19 @@ Times are ms; a proposer's time is added to the step (no overlap with the target
 
 from __future__ import annotations
 
-import importlib
 from typing import Optional
-import pkgutil
 
 from vidur_specdec.config.registry import register_choices
 from vidur_specdec.speculation.proposers.base import REGISTRY, Proposer, ProposerContext, register  # noqa: F401
 from vidur_specdec.architectures.models import resolve_model
 
-for _m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-    if not _m.name.startswith("_") and _m.name not in ("base", "heads", "head_cost", "pairing"):
-        importlib.import_module(f"{__name__}.{_m.name}")
+# The proposers, one module each, in one explicit list (each registers its class under its method name);
+# tests/test_registries.py checks that no proposer module is left out of it.
+from vidur_specdec.speculation.proposers import (  # noqa: E402,F401  (register their classes)
+    dflash, draft_model, dspark, eagle, eagle3, fixed, medusa, mtp, ngram, suffix,
+)
+
+PROPOSER_MODULES = (dflash, draft_model, dspark, eagle, eagle3, fixed, medusa, mtp, ngram, suffix)
 
 
 def method_names() -> tuple:

@@ -14,7 +14,7 @@ when those are absent).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 from vidur_specdec.architectures.models import resolve_model
 from vidur_specdec.costs.kernels import as_kernels, unbound
 
@@ -44,6 +44,9 @@ class ProposerContext:
     tensor_parallel_size: int = 1
     all_reduce: Optional[Callable] = None  # (device, world, nbytes) -> ms: the run's engine.all_reduce model
     kernels: object = None  # vidur_specdec.costs.kernels.KernelSource
+    # a data-parallel group's rank: a drafter's MoE layer prices only the rank's own share of it (router, shared
+    # experts); the group adds its routed experts over all ranks and its all-to-all (pricing/data_parallel.py)
+    data_parallel: bool = False
 
     def all_reduce_ms(self, tokens: int, hidden: int, tp: Optional[int] = None) -> float:
         """One all-reduce (ms) of ``tokens`` × ``hidden`` bf16 activations among ``tp`` GPUs.
@@ -129,6 +132,15 @@ class Proposer:
     def step_time_ms(self, comp) -> float:
         """Proposer time of one step (ms)."""
         return 0.0
+
+    def moe_passes(self, comp) -> List[List[int]]:
+        """The token groups of each drafter pass that runs an MoE layer, in pass order (empty: none does); a
+        data-parallel group prices their routed experts and all-to-all over all its ranks."""
+        return []
+
+    def moe_spec(self):
+        """The ModelSpec of the drafter's MoE layer (None without one)."""
+        return None
 
 
 class ConstantCostProposer(Proposer):

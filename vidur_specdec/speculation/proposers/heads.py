@@ -200,7 +200,7 @@ def head_from_mapping(d, where: str) -> HeadSpec:
     if d["method"] not in HEAD_METHODS:
         raise ConfigError(f"{where}: method must be one of {', '.join(HEAD_METHODS)}, got {d['method']!r}")
     d = dict(d)
-    d.setdefault("name", where)
+    d.setdefault("name", where.split(": ", 1)[-1])  # the file, not "speculative.model: <file>" (named twice)
     d["targets"] = tuple(d.get("targets") or ())
     for k in ("hidden_size", "num_heads", "num_kv_heads", "ffn_size", "num_layers", "vocab_size",
               "draft_vocab_size", "medusa_heads", "aux_layers", "block_size", "markov_rank", "head_dim_override"):
@@ -213,7 +213,67 @@ def head_from_mapping(d, where: str) -> HeadSpec:
                 raise ConfigError(f"{where}: a {d['method']} head needs {key} (a positive integer from its config.json)")
         if d["method"] == "dspark" and not d.get("markov_rank"):
             raise ConfigError(f"{where}: a dspark head needs markov_rank (a positive integer from its config.json)")
-    return HeadSpec(**d)
+    head = HeadSpec(**d)
+    check_head_shape(head, where)
+    return head
+
+
+def check_head_shape(head: HeadSpec, where: str) -> None:
+    """The head's own shape, as vLLM 0.33 would build it; one ConfigError naming ``where`` and the field.
+
+    * at least one layer (``num_layers``; Medusa: ``medusa_heads``): vLLM builds ``num_hidden_layers`` decoder
+      layers (``llama_eagle.py``, ``llama_eagle3.py``, ``qwen3_dflash.py``) and ``num_heads`` Medusa heads
+      (``medusa.py``); with none there is nothing to propose from;
+    * attention heads that group evenly: ``num_heads % num_kv_heads == 0`` (the ``Attention`` layer asserts it,
+      ``model_executor/layers/attention/attention.py``), and a width the heads divide unless the config gives
+      ``head_dim`` (``head_dim_override``; vLLM's ``head_dim or hidden_size // num_heads``);
+    * a block drafter's block holds at least one guess (``block_size`` >= 2: the bonus token and k masks);
+    * an own LM head no larger than the target vocabulary it maps into (``draft_vocab_size`` <= ``vocab_size``:
+      EAGLE-3's and DFlash's ``d2t`` map each draft token to a target token).
+    """
+    if head.method == "medusa":
+        if head.medusa_heads < 1 or head.num_layers < 1:
+            raise ConfigError(f"{where}: a medusa head needs medusa_heads >= 1 and num_layers >= 1 residual blocks "
+                              f"(vLLM 0.33 medusa.py builds that many), got {head.medusa_heads} and {head.num_layers}")
+        return
+    if head.num_layers < 1:
+        raise ConfigError(f"{where}: num_layers must be >= 1, got {head.num_layers} (vLLM 0.33 builds "
+                          f"num_hidden_layers decoder layers for a {head.method} head, llama_eagle.py / "
+                          "qwen3_dflash.py; with none there is nothing to propose from)")
+    if head.num_heads < 1 or head.num_kv_heads < 1:
+        raise ConfigError(f"{where}: num_heads and num_kv_heads must be >= 1, got {head.num_heads} and "
+                          f"{head.num_kv_heads}")
+    if head.num_heads % head.num_kv_heads:
+        raise ConfigError(f"{where}: num_heads {head.num_heads} is not a multiple of num_kv_heads {head.num_kv_heads} "
+                          "(vLLM 0.33 model_executor/layers/attention/attention.py asserts it)")
+    if not head.head_dim_override and head.hidden_size % head.num_heads:
+        raise ConfigError(f"{where}: hidden_size {head.hidden_size} is not a multiple of num_heads {head.num_heads}; "
+                          "give head_dim_override (the config.json's head_dim)")
+    if head.is_block and head.block_size < 2:
+        raise ConfigError(f"{where}: block_size must be >= 2 (a block holds the bonus token and at least one guess), "
+                          f"got {head.block_size}")
+    if head.draft_vocab_size is not None and not 1 <= head.draft_vocab_size <= head.vocab_size:
+        raise ConfigError(f"{where}: draft_vocab_size {head.draft_vocab_size} must be in [1, vocab_size "
+                          f"{head.vocab_size}] (each draft token maps to a target token, vLLM 0.33 llama_eagle3.py d2t)")
+
+
+def check_head_on_target(head: HeadSpec, target, tp: int, key: str = "speculative.model") -> None:
+    """What vLLM 0.33 checks between a block drafter and its target, one ConfigError naming ``key``:
+    ``aux_layers`` (``len(target_layer_ids)``) target layers must exist (``qwen3_dflash.py``
+    ``combine_hidden_states`` refuses target_layer_ids that reference layers the target lacks), and the
+    drafter's heads must split over the target's tensor-parallel GPUs (``DFlashQwen3Attention``:
+    ``total_num_heads % tp == 0``; KV heads divisible by tp, or tp by them)."""
+    if not head.is_block:
+        return
+    if head.aux_layers > target.num_layers:
+        raise ConfigError(f"{key}: {head.name} reads the hidden states of {head.aux_layers} target layers "
+                          f"(aux_layers, len(target_layer_ids)), but {target.name} has {target.num_layers}; vLLM "
+                          "0.33 qwen3_dflash.py refuses target_layer_ids beyond the target's layers")
+    kv = head.num_kv_heads
+    if head.num_heads % tp or (kv % tp if kv >= tp else tp % kv):
+        raise ConfigError(f"parallel.tensor_parallel_size: {tp} does not split {head.name}'s {head.num_heads} query / "
+                          f"{kv} KV heads (vLLM 0.33 qwen3_dflash.py DFlashQwen3Attention asserts it); use a "
+                          "tensor_parallel_size that divides them")
 
 
 def resolve(cfg, method: str, target) -> HeadSpec:
@@ -245,7 +305,7 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         elif method in ("mtp", "medusa"):  # no published Llama heads: one module / five heads at the target's shape
             head = HeadSpec(f"{method} head for {target.name}", method, target.hidden_size, target.num_heads,
                             target.num_kv_heads, target.ffn_size, 1, target.vocab_size,
-                            medusa_heads=5 if method == "medusa" else 0)
+                            medusa_heads=5 if method == "medusa" else 0, head_dim_override=target.head_dim)
         else:
             known = [h.name for h in KNOWN_HEADS.values() if h.method == method]
             raise ConfigError(f"{key}: no known {method} head for {target.name}; name one of "
@@ -266,6 +326,7 @@ def resolve(cfg, method: str, target) -> HeadSpec:
         raise ConfigError(f"{key}: unknown head {name!r}; known: {', '.join(KNOWN_HEADS)}; or a YAML file")
     if head.method != method:
         raise ConfigError(f"{key}: {head.name} is a {head.method} head, but speculative.method is {method}")
+    check_head_on_target(head, target, cfg.parallel.tensor_parallel_size, key)
     if head.hidden_size != target.hidden_size or head.vocab_size != target.vocab_size:
         raise ConfigError(f"{key}: {head.name} has hidden {head.hidden_size} / vocab {head.vocab_size}; "
                           f"the target {target.name} has {target.hidden_size} / {target.vocab_size}")

@@ -9,14 +9,26 @@ module's experts and weights are at the format the checkpoint stores the module 
 (:func:`vidur_specdec.architectures.quant.mtp_spec`: NVFP4 checkpoints keep it bf16); its other
 ops are the target's per-layer profile, at the target's formats.
 With no ``speculative.model`` the head is one module at the target's shape.
+Under data parallel (a rank of a DP + EP group) each pass's MoE layer is an
+expert-parallel layer over every rank's tokens: the rank prices its router and
+shared experts here, and the group its routed experts and the module's own
+dispatch and combine (:meth:`MTPProposer.moe_passes`,
+:mod:`vidur_specdec.pricing.data_parallel`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vidur_specdec.architectures import quant
 from vidur_specdec.speculation.proposers.base import register
 from vidur_specdec.speculation.proposers.eagle import EagleProposer
-from dataclasses import replace
+from vidur_specdec.speculation.proposers.head_cost import draft_passes
+
+
+def _pass_groups(p) -> list:
+    """A drafter pass's token groups (:mod:`vidur_specdec.costs.routing`): each request's run, each prefill chunk."""
+    return [q for q in p.q if q > 0] + [c for _, c in p.prefill if c > 0]
 
 
 @register("mtp")
@@ -37,16 +49,36 @@ class MTPProposer(EagleProposer):
         """
         if not self.head.moe or self.target_spec is None:
             return super().layer_mlp_ms(p, device, tp)
-        groups = [q for q in p.q if q > 0] + [c for _, c in p.prefill if c > 0]
+        groups = _pass_groups(p)
         if not groups:
             return 0.0
-        key = (tuple(sorted(groups)), tp, device)
+        # a data-parallel rank prices its own share (router, shared experts); the group adds the routed experts
+        # over every rank's tokens and the module's dispatch and combine (vidur_specdec/pricing/data_parallel.py)
+        scope = "local" if getattr(getattr(self, "ctx", None), "data_parallel", False) else "all"
+        key = (tuple(sorted(groups)), tp, device, scope)
         cache = self.__dict__.setdefault("_moe_cache", {})
         if key not in cache:  # the run's kernel source prices the MoE layer (once per group multiset), at the
             # format the checkpoint stores its MTP module in (an NVFP4 checkpoint keeps it bf16: quant.mtp_spec)
-            cache[key] = self.kernels_on(device).fused_moe_ms(quant.mtp_spec(self.target_spec), tp, groups,
-                                                              ep=self.ep)[0]
+            cache[key] = self.kernels_on(device).fused_moe_ms(self.moe_spec(), tp, groups, ep=self.ep,
+                                                              scope=scope)[0]
         return cache[key] - self.target_mlp_ms(p.tokens)
+
+    def moe_spec(self):
+        """The MTP module's MoE layer: the target's at the format the checkpoint stores the module in (None on a
+        dense target)."""
+        if not self.head.moe or self.target_spec is None:
+            return None
+        spec = self.__dict__.get("_moe_spec")
+        if spec is None:
+            spec = self._moe_spec = quant.mtp_spec(self.target_spec)
+        return spec
+
+    def moe_passes(self, comp):
+        """Each pass's token groups through the module's MoE layer (pass 1's catch-up runs and prefill chunks,
+        then one token per drafting request), one layer per pass."""
+        if self.moe_spec() is None:
+            return []
+        return [g for g in (_pass_groups(p) for p in draft_passes(comp, self.tree_levels)) if g]
 
     def memory_bytes(self, tp: int = 1):
         """(weight bytes, KV bytes per token) per GPU; an MoE target's modules count their experts and MLA KV."""
