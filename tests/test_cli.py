@@ -41,9 +41,10 @@ def test_multiline_messages_become_one_line(capsys):
 
 
 def test_subcommand_table_is_complete():
-    assert [n for n, _, _ in cli.SUBCOMMANDS] == ["run", "sweep", "report", "tune", "profiles", "validate",
+    assert [n for n, _, _ in cli.SUBCOMMANDS] == ["run", "sweep", "report", "tune", "plan", "profiles", "validate",
                                                   "acceptance"]
     assert dict((n, m) for n, m, _ in cli.SUBCOMMANDS)["tune"] == "vidur_specdec.tune.cli"
+    assert dict((n, m) for n, m, _ in cli.SUBCOMMANDS)["plan"] == "vidur_specdec.plan.cli"
 
 
 def test_tune_subcommand_when_present():

@@ -1,4 +1,4 @@
-"""The command line: ``python -m vidur_specdec {run, sweep, report, tune, profiles, validate} ...``.
+"""The command line: ``python -m vidur_specdec {run, sweep, report, tune, plan, profiles, validate} ...``.
 
 One parser with argparse subcommands, built from :data:`SUBCOMMANDS`, a table
 of (name, module, one-line help). Each subcommand lives in its own module,
@@ -46,6 +46,8 @@ SUBCOMMANDS = [
     ("sweep", "vidur_specdec.sweep.cli", "run every row of a sweep file, in parallel and resumably, into one CSV"),
     ("report", "vidur_specdec.report", "write the results explorer page (HTML) for a sweep CSV"),
     ("tune", "vidur_specdec.tune.cli", "find where speculation stops paying, the best k per load and a per-batch-size k schedule; write a vLLM speculative_config"),
+    ("plan", "vidur_specdec.plan.cli", "which deployment: search GPUs, parallelism, pools, drafter and k under SLOs; "
+                                       "write the frontier, the best deployment and its vllm serve lines"),
     ("profiles", "vidur_specdec.profiles.cli", "build, compare and calibrate analytical operator profiles"),
     ("validate", "vidur_specdec.validate.cli", "replay a workload against a vLLM server and compare"),
     ("acceptance", "vidur_specdec.speculation.library_cli", "list and filter the cited library of published acceptance (mean acceptance length by drafter, dataset and k)"),

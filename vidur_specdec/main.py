@@ -47,7 +47,7 @@ def _classic(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("report", "tune"):  # python -m vidur_specdec.main report|tune ... (docs/tune.md)
+    if argv and argv[0] in ("report", "tune", "plan"):  # python -m vidur_specdec.main report|tune|plan ... (docs/tune.md)
         return cli.main(argv)
     args = parse_args(argv)
     return console.guarded(lambda: _classic(args))

@@ -1,4 +1,4 @@
-"""The one output-folder rule every folder-writing command follows (run, sweep, tune, validate, profiles).
+"""The one output-folder rule every folder-writing command follows (run, sweep, tune, plan, validate, profiles).
 
 A folder *belongs* to a command when every entry in it is a name that command
 writes (:data:`OUTPUTS`; the folder lock is ignored). Then:
@@ -50,6 +50,7 @@ OUTPUTS: Dict[str, Tuple[str, ...]] = {
     "sweep": ("*.csv", ".*.journal.jsonl", "*.provenance.json"),
     "tune": ("tune.csv", "summary.json", "speculative_config.json", "engine_args.json", "tune.html",
              ".tune.journal.jsonl"),
+    "plan": ("plan.csv", "screen.csv", "summary.json", "best.yaml", "plan.html", ".plan.journal.jsonl"),
     "validate run": ("trace.csv", "measured.csv", "chunks.jsonl", "replay.json", "metrics_before.prom",
                      "metrics_after.prom", "calibration.json", "calibration.yaml", "simulated.csv",
                      "comparison.csv", "comparison.json", "report.html"),
