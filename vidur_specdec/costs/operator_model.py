@@ -26,8 +26,6 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
-from scipy.interpolate import RegularGridInterpolator, griddata
-from sklearn.isotonic import IsotonicRegression
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import cache_entries as CE
@@ -115,6 +113,8 @@ def _fit_grid(x: np.ndarray, y: np.ndarray, t: np.ndarray, xs: np.ndarray, ys: n
     edge values, not a neighbour from another row); finally a running maximum
     along both axes (never cheaper with more of either).
     """
+    from scipy.interpolate import RegularGridInterpolator, griddata  # only when fitting (a second's import)
+
     lattice = pd.DataFrame({"x": x, "y": y, "t": t}).groupby(["x", "y"])["t"].mean().unstack()
     if lattice.shape[0] > 1 and lattice.shape[1] > 1 and not lattice.isna().to_numpy().any():
         # A complete rectangular profile (e.g. the shipped ones): bilinear, flat beyond its edges.
@@ -237,6 +237,8 @@ class OperatorTimeModel:
     def _fit_linear(mlp: pd.DataFrame, path: Path) -> Dict[str, List[float]]:
         n = np.arange(LINEAR_TABLE_TOKENS + 1, dtype=float)
         out = {}
+        from sklearn.isotonic import IsotonicRegression  # only when fitting (a second's import)
+
         for op in LINEAR_OPS:
             col = f"time_stats.{op}.median"
             if col not in mlp:
