@@ -19,7 +19,10 @@ from vidur_specdec import cli
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = str(REPO / "configs/default.yaml")
-ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def _env() -> dict:
+    """The environment of a subprocess, read when it starts (the session's private predictor cache is set after
+    this module is imported)."""
+    return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
 def _main(argv):
@@ -123,7 +126,7 @@ def test_a_killed_run_leaves_nothing_in_the_temp_directory(tmp_path, sig):
     code = ("import sys, vidur_specdec.engine.simulation; print('ready', flush=True); "
             "from vidur_specdec import simulate; "
             "simulate(sys.argv[1], overrides=['workload.num_requests=200000', 'workload.qps=50'])")
-    p = subprocess.Popen([sys.executable, "-c", code, DEFAULT], env={**ENV, "TMPDIR": str(tmp)},
+    p = subprocess.Popen([sys.executable, "-c", code, DEFAULT], env={**_env(), "TMPDIR": str(tmp)},
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert p.stdout.readline().strip() == "ready"  # Vidur (and what it imports) is loaded

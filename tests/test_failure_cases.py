@@ -22,7 +22,10 @@ from validate_fixtures import small_config, small_profiles, write_steplog_tree, 
 
 from conftest import REPO, unwritable_folder, run_command
 
-ENV = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def _env() -> dict:
+    """The environment of a subprocess, read when it starts (the session's private predictor cache is set after
+    this module is imported)."""
+    return {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TINY = ["--set", "workload.num_requests=12", "--set", "workload.qps=8"]
 
 
@@ -30,7 +33,7 @@ def _cli(*args, cwd=None, module="vidur_specdec"):
     if module in ("vidur_specdec", "vidur_specdec.main"):
         return run_command(*args, module=module, cwd=cwd)
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          cwd=cwd or REPO, env=ENV, timeout=300)
+                          cwd=cwd or REPO, env=_env(), timeout=300)
 
 
 def _one_error_line(p, code=2, needle=""):
@@ -55,7 +58,7 @@ def test_simultaneous_default_folder_runs_all_survive(tmp_path):
     cfg = _config(tmp_path)
     procs = [subprocess.Popen([sys.executable, "-m", "vidur_specdec", "run", "--config", str(cfg),
                                "--set", f"speculative.num_speculative_tokens={k}"],
-                              cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k in (2, 4, 8)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
@@ -136,7 +139,7 @@ def test_ctrl_c_during_a_run_is_one_line_and_leaves_nothing(tmp_path):
     cfg = _config(tmp_path)
     p = subprocess.Popen([sys.executable, "-m", "vidur_specdec", "run", "--config", str(cfg),
                           "--set", "workload.num_requests=20000", "--set", "workload.qps=50"],
-                         cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     runs = tmp_path / "runs"
     deadline = time.time() + 120
     while not (runs.is_dir() and any(runs.iterdir())) and time.time() < deadline and p.poll() is None:
@@ -284,7 +287,7 @@ def test_one_help_lists_every_subcommand():
 def test_no_import_cycle_between_the_cli_modules():
     code = ("import sys, vidur_specdec.sweep, vidur_specdec.report, vidur_specdec.validate.cli; "
             "print('vidur_specdec.main' in sys.modules)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=REPO)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=REPO)
     assert p.returncode == 0 and p.stdout.strip() == "False", p.stderr
 
 

@@ -94,7 +94,7 @@ class CDP:
         return out
 
 
-def _devtools_port(user_dir: Path, proc, timeout=20.0) -> int:
+def _devtools_port(user_dir: Path, proc, timeout=60.0) -> int:
     f = user_dir / "DevToolsActivePort"
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
