@@ -139,12 +139,15 @@ def test_ctrl_c_during_a_run_is_one_line_and_leaves_nothing(tmp_path):
     cfg = _config(tmp_path)
     p = subprocess.Popen([sys.executable, "-m", "vidur_specdec", "run", "--config", str(cfg),
                           "--set", "workload.num_requests=20000", "--set", "workload.qps=50"],
-                         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         # Ctrl-C's default action, even where this test runs in a background job (which ignores it)
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     runs = tmp_path / "runs"
     deadline = time.time() + 120
     while not (runs.is_dir() and any(runs.iterdir())) and time.time() < deadline and p.poll() is None:
         time.sleep(0.05)  # the run folder is reserved just before the simulation starts
     time.sleep(0.5)
+    assert p.poll() is None, "the run ended before it could be interrupted"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err

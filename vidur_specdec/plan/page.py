@@ -63,16 +63,16 @@ JS = r"""
   });
   const userSlo = 1000 / slo.tpot_ms;
   Plotly.newPlot('chart-frontier', traces, {
-    margin: {t: 20}, xaxis: {title: 'output tokens/s per user (1000 / TPOT p50)'},
-    yaxis: {title: 'output tokens/s per GPU'}, legend: {orientation: 'h', y: -0.2},
+    margin: {t: 20}, xaxis: {title: {text: 'output tokens/s per user (1000 / TPOT p50)'}},
+    yaxis: {title: {text: 'output tokens/s per GPU'}}, legend: {orientation: 'h', y: -0.3},
     shapes: [{type: 'line', xref: 'x', yref: 'paper', x0: userSlo, x1: userSlo, y0: 0, y1: 1,
               line: {dash: 'dash', color: '#c2410c'}}],
     annotations: [{xref: 'x', yref: 'paper', x: userSlo, y: 1, text: 'TPOT SLO (' + userSlo.toFixed(1) +
                    ' tokens/s/user, on p' + slo.percentile + ')', showarrow: false, xanchor: 'left'}]},
     {displaylogo: false, responsive: true});
   Plotly.newPlot('chart-ttft', ttft, {
-    margin: {t: 20}, xaxis: {title: 'output tokens/s per GPU'},
-    yaxis: {title: 'TTFT p' + slo.percentile + ' (ms)'}, legend: {orientation: 'h', y: -0.2},
+    margin: {t: 20}, xaxis: {title: {text: 'output tokens/s per GPU'}},
+    yaxis: {title: {text: 'TTFT p' + slo.percentile + ' (ms)'}}, legend: {orientation: 'h', y: -0.3},
     shapes: [{type: 'line', xref: 'paper', yref: 'y', x0: 0, x1: 1, y0: slo.ttft_ms, y1: slo.ttft_ms,
               line: {dash: 'dash', color: '#c2410c'}}],
     annotations: [{xref: 'paper', yref: 'y', x: 0, y: slo.ttft_ms, text: 'TTFT SLO (p' + slo.percentile + ')',
