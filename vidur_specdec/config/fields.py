@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import typing
 from dataclasses import field
 from typing import Any, List, Mapping, Union
@@ -116,11 +117,17 @@ def _coerce(key: str, value: Any, tp, meta) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def _hints_and_fields(cls) -> tuple:
+    """A config dataclass's resolved type hints and its fields by name (read once per class: resolving the hints
+    is most of the cost of building a config)."""
+    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+
+
 def _build(cls, data: Mapping, prefix: str, base=None):
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix.rstrip('.') or 'config'}: must be a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    fmap = {f.name: f for f in dataclasses.fields(cls)}
+    hints, fmap = _hints_and_fields(cls)
     unknown = [k for k in data if k not in fmap]
     if unknown:
         key = f"{prefix}{unknown[0]}"

@@ -102,8 +102,10 @@ class Proposer:
         return None
 
     def bind(self, ctx: ProposerContext) -> None:
-        """Set the target's device and TP degree (called by the predictor before the first step)."""
+        """Set the target's device and TP degree (called by the predictor before the first step); prices memoised
+        under another binding are dropped."""
         self.ctx = ctx
+        self.__dict__.pop("_pass_memo", None)
 
     def bound_device_tp(self):
         """(DeviceSpec, TP) the proposer is priced on: the bound context's, else the unbound default GPU at TP 1."""

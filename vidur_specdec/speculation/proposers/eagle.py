@@ -127,26 +127,44 @@ class EagleProposer(Proposer):
         """One pass by part (ms): ``layers`` (linear ops + attention, × the head's layers), ``all_reduce``,
         ``fc``, ``lm_head``, ``sample`` (argmax of the guesses), ``vocab_map`` (EAGLE-3's d2t), ``aux_hidden``
         (EAGLE-3, first pass), ``launch`` (graph replay or eager launches) and ``prepare`` (inputs)."""
+        m = self.target_time
+        n = p.tokens
+        # what depends on the pass's tokens, logits rows and place only (memoised: it is on every step's path)
+        key = (n, p.rows, first, device, tp)
+        memo = self.__dict__.setdefault("_pass_memo", {})
+        fixed = memo.get(key)
+        if fixed is None:
+            if len(memo) >= 65536:
+                memo.clear()
+            fixed = memo[key] = self._fixed_parts(n, p.rows, first, device, tp)
+        lin, wider, rest = fixed
+        layer = lin + attention_ms(m, self.verify, p) + self.layer_mlp_ms(p, device, tp)
+        if wider is not None:  # QKV projection reads a wider input: its GEMM is that much larger
+            layer += wider
+        parts = {"layers": layer * self.layers_per_pass()}
+        parts.update(rest)
+        return parts
+
+    def _fixed_parts(self, n: int, rows: int, first: bool, device, tp: int) -> tuple:
+        """(the target profile's linear ops over ``n`` tokens, the wider QKV input's extra or None, the parts
+        after ``layers`` in :meth:`pass_parts`' order) of a pass of ``n`` tokens and ``rows`` logits rows."""
         m, h = self.target_time, self.head
         o = self.overheads.bound(device)
-        n = p.tokens
-        layer = m.linear_sum_ms(n) + attention_ms(m, self.verify, p) + self.layer_mlp_ms(p, device, tp)
-        if h.attn_in_factor > 1:  # QKV projection reads a wider input: its GEMM is that much larger
-            layer += (h.attn_in_factor - 1) * m.linear_ms("attn_pre_proj", n)
-        parts = {"layers": layer * self.layers_per_pass(), "all_reduce": 0.0, "fc": 0.0}
+        wider = (h.attn_in_factor - 1) * m.linear_ms("attn_pre_proj", n) if h.attn_in_factor > 1 else None
+        rest = {"all_reduce": 0.0, "fc": 0.0}
         ctx = getattr(self, "ctx", None)
         if ctx is not None:  # the head's layers run at the target's TP: two all-reduces per layer per pass
-            parts["all_reduce"] = 2 * self.layers_per_pass() * ctx.all_reduce_ms(n, h.hidden_size, tp)
+            rest["all_reduce"] = 2 * self.layers_per_pass() * ctx.all_reduce_ms(n, h.hidden_size, tp)
         kernels = self.kernels_on(device)
         if first or self.fc_every_pass:
-            parts["fc"] = gemm_ms(kernels, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
-        parts["lm_head"] = lm_head_ms(kernels, h.hidden_size, h.output_vocab, tp, p.rows)
-        parts["sample"] = o.sample_ms(p.rows, h.vocab_size)  # EAGLE-3's mapped logits span the full vocabulary
-        parts["vocab_map"] = o.vocab_map_ms(p.rows, h.output_vocab, h.vocab_size)
-        parts["aux_hidden"] = o.aux_hidden_ms(n, h.hidden_size) if first and h.fc_in_factor == 3 else 0.0
-        parts["launch"] = o.launch_ms(self.layers_per_pass())
-        parts["prepare"] = o.prepare_ms + (o.first_ms if first else 0.0)
-        return parts
+            rest["fc"] = gemm_ms(kernels, n, h.fc_in_factor * h.hidden_size, h.hidden_size)
+        rest["lm_head"] = lm_head_ms(kernels, h.hidden_size, h.output_vocab, tp, rows)
+        rest["sample"] = o.sample_ms(rows, h.vocab_size)  # EAGLE-3's mapped logits span the full vocabulary
+        rest["vocab_map"] = o.vocab_map_ms(rows, h.output_vocab, h.vocab_size)
+        rest["aux_hidden"] = o.aux_hidden_ms(n, h.hidden_size) if first and h.fc_in_factor == 3 else 0.0
+        rest["launch"] = o.launch_ms(self.layers_per_pass())
+        rest["prepare"] = o.prepare_ms + (o.first_ms if first else 0.0)
+        return m.linear_sum_ms(n), wider, rest
 
     def pass_ms(self, p, first: bool, device, tp: int) -> float:
         """One pass (ms): the sum of :meth:`pass_parts`."""
