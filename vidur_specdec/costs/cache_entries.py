@@ -63,12 +63,30 @@ def read_verified(path: Union[str, Path]) -> Tuple[Optional[bytes], Optional[str
     return data, None
 
 
+def _stat_key(path: Path) -> Optional[tuple]:
+    """(path, size, mtime, inode) of ``path`` and of its digest file, or None when either is missing."""
+    try:
+        s, d = path.stat(), digest_path(path).stat()
+    except OSError:
+        return None
+    return str(path), s.st_size, s.st_mtime_ns, s.st_ino, d.st_size, d.st_mtime_ns, d.st_ino
+
+
+_VERIFIED: Set[tuple] = set()  # files (and their digests) this process has verified, as they were then
+
+
 def verify_files(paths) -> Optional[str]:
-    """None when every file of ``paths`` verifies; else the first one's ``'<path> <why>'`` (absent counts)."""
+    """None when every file of ``paths`` verifies; else the first one's ``'<path> <why>'`` (absent counts).
+    A file this process verified is verified again only when it (or its digest) changed on disk."""
     for p in paths:
+        key = _stat_key(Path(p))
+        if key is not None and key in _VERIFIED:
+            continue
         data, why = read_verified(p)
         if data is None:
             return f"{p} {why or 'is missing'}"
+        if key is not None:
+            _VERIFIED.add(key)
     return None
 
 

@@ -20,6 +20,7 @@ per simulated step). Units: every count is tokens unless named otherwise;
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 
@@ -228,13 +229,13 @@ def merge_ranks(parts: Sequence[Optional[StepPlan]]) -> StepPlan:
     live = [p for p in parts if p is not None]
 
     def cat(name):
-        return tuple(x for p in live for x in getattr(p, name))
+        return tuple(chain.from_iterable([getattr(p, name) for p in live]))
 
     def total(name):
-        return sum(getattr(p, name) for p in live)
+        return sum([getattr(p, name) for p in live])
 
     def joined(name):
-        return [x for p in live for x in getattr(p, name)]
+        return list(chain.from_iterable([getattr(p, name) for p in live]))
 
     sync = any(p.drafter_sync for p in live)
     return StepPlan(max(p.k for p in live), sync, cat("request_ids"), cat("indices"), cat("decoding"),
