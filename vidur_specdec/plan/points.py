@@ -19,14 +19,12 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.sweep.definition import SweepRow, identity
 from vidur_specdec.sweep.digest import canonical_json, code_digest, short_sha
-from vidur_specdec.sweep.executors import run_local, run_ray
-from vidur_specdec.sweep.journal import Journal
-from vidur_specdec.tune.points import build_config, run_point, tune_metrics_problem
+from vidur_specdec.tune.points import JournalRunner, build_config, run_point
 
 PLAN_FORMAT = 1
 MIN_MEASURED = 16  # requests measured at least per point (a p90 over fewer is one of its last two)
@@ -81,31 +79,19 @@ def _plan_code() -> str:
     return short_sha(code_digest() + Path(tune_points.__file__).read_text() + Path(__file__).read_text())
 
 
-class Runner:
+class Runner(JournalRunner):
     """Creates points (once each, in a fixed order) and runs them: from the journal when recorded."""
+
+    label = "plan"
 
     def __init__(self, out_dir: Path, plan_hash: str, jobs: int, executor: str, address: Optional[str],
                  overwrite: bool, slo: Dict, log: Optional[Callable[[str], None]] = None) -> None:
-        self.out_dir = Path(out_dir)
-        self.jobs, self.executor, self.address, self.overwrite = jobs, executor, address, overwrite
         self.log = log or (lambda line: None)
         self.code = _plan_code()
-        self.header = {"journal": 1, "sweep": "plan", "sweep_hash": plan_hash, "code": self.code, "rows": None}
-        self.journal = Journal(self.out_dir / ".plan.journal.jsonl", self.header, check=tune_metrics_problem)
-        self.points: List[Point] = []
-        self._by_id: Dict[str, Point] = {}
-        self._fn = functools.partial(run_plan_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"])
-        self.simulated = 0
-        self.reused = 0
+        header = {"journal": 1, "sweep": "plan", "sweep_hash": plan_hash, "code": self.code, "rows": None}
+        self._start(out_dir, ".plan.journal.jsonl", header, jobs, executor, address, overwrite,
+                    functools.partial(run_plan_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"]))
         self.t0 = time.perf_counter()
-
-    def open(self) -> None:
-        """Read the journal (the folder lock held); start a new one when absent or overwritten."""
-        self.journal.read(self.overwrite, self.out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        if self.overwrite or not self.journal.path.exists() or self.journal.path.stat().st_size == 0:
-            self.journal._append(self.header, "wb")
-            self.journal.done.clear()
 
     def point(self, key: str, phase: str, base: RunConfig, concurrency: int, label: str) -> Point:
         """The point of ``base`` at ``concurrency`` (created, not run, on first use)."""
@@ -115,48 +101,20 @@ class Runner:
         except ConfigError as e:
             raise ConfigError(f"plan point ({label}, concurrency {concurrency}): {e}") from None
         rid = short_sha(canonical_json(identity(cfg)))
-        p = self._by_id.get(rid)
-        if p is None:
-            p = Point(len(self.points), key, phase, int(concurrency), ov, cfg, rid)
-            self.points.append(p)
-            self._by_id[rid] = p
-        return p
+        return self._intern(rid, lambda i: Point(i, key, phase, int(concurrency), ov, cfg, rid))
 
     def run(self, points: Sequence[Point], what: str = "") -> None:
         """Give every point its metrics: from the journal when recorded, else simulated now (all at once)."""
-        todo: List[Point] = []
-        for p in points:
-            if p.done or p in todo:
-                continue
-            done = self.journal.done.get(p.index)
-            if done is not None:
-                if done.get("row_id") != p.row_id:
-                    raise ConfigError(f"--output-dir: {self.journal.path} does not match this plan at point "
-                                      f"{p.index}; rerun with --overwrite to start over")
-                p.metrics = done["metrics"]
-                self.reused += 1
-            else:
-                todo.append(p)
+        todo = self._pending(points)
         if not todo:
             return
-        rows = [SweepRow(p.index, p.overrides, p.config, p.row_id, "") for p in todo]
-        by_index = {p.index: p for p in todo}
-
-        def on_done(row: SweepRow, result: Dict) -> None:
-            if result.get("code") != code_digest():
-                raise ConfigError(f"--executor {self.executor}: a worker runs different simulator code "
-                                  f"(code {result.get('code')}, here {code_digest()}); install the same version "
-                                  "everywhere")
-            self.simulated += 1
-            if "refused" in result:  # not journalled: a rerun runs it again and gets the same line
-                by_index[row.index].refused = result["refused"]
-                return
-            self.journal.add(row, result)
-            by_index[row.index].metrics = result["metrics"]
-
-        self.log(f"plan: simulating {len(rows)} point{'s' if len(rows) > 1 else ''}{' (' + what + ')' if what else ''}"
+        self.log(f"plan: simulating {len(todo)} point{'s' if len(todo) > 1 else ''}{' (' + what + ')' if what else ''}"
                  f"; {self.simulated + self.reused} done so far, {time.perf_counter() - self.t0:.0f} s")
-        if self.executor == "ray":
-            run_ray(rows, self.jobs, self.address, on_done, fn=self._fn)
-        else:
-            run_local(rows, self.jobs, [rows[0].config_dict], on_done, fn=self._fn)
+        self._simulate(todo, self._result)
+
+    def _result(self, p: Point, row: SweepRow, result: Dict) -> None:
+        self.simulated += 1
+        if "refused" in result:  # not journalled: a rerun runs it again and gets the same line
+            p.refused = result["refused"]
+            return
+        self._record(p, row, result)

@@ -211,6 +211,10 @@ class Point:
     row_id: str
     metrics: Optional[Dict] = None
 
+    @property
+    def done(self) -> bool:
+        return self.metrics is not None
+
 
 # --------------------------------------------------------------------------- the runner
 
@@ -220,27 +224,25 @@ def _tune_code() -> str:
     return short_sha(code_digest() + Path(__file__).read_text())
 
 
-class Evaluator:
-    """Runs points once each (journal-backed), in parallel, in a deterministic order."""
+class JournalRunner:
+    """What ``tune`` and ``plan`` share: points created once each (by their config's identity, in a fixed order),
+    read back from the command's journal when recorded, else simulated on the sweep executors (a local process
+    pool or Ray), each result checked to come from this simulator code. ``label`` names the command in errors;
+    a point has ``index``, ``overrides``, ``config``, ``row_id``, ``metrics`` and ``done``."""
 
-    def __init__(self, base: RunConfig, axis: LoadAxis, out_dir: Path, slo: Dict[str, float], options: Dict,
-                 jobs: int, executor: str, address: Optional[str], overwrite: bool,
-                 log: Optional[Callable[[str], None]] = None) -> None:
-        self.base, self.axis, self.out_dir, self.slo = base, axis, Path(out_dir), slo
-        self.jobs, self.executor, self.address, self.log = jobs, executor, address, log
+    label = "tune"
 
-        self.tune_hash = short_sha(canonical_json({"format": TUNE_FORMAT, "base": identity(base), "axis": axis.name,
-                                      "slo": slo, "options": options, "version": __version__,
-                                      "profiles": profile_digests(base)}))
-        self.code = _tune_code()
-        self.header = {"journal": 1, "sweep": "tune", "sweep_hash": self.tune_hash, "code": self.code, "rows": None}
-        self.journal = Journal(self.out_dir / ".tune.journal.jsonl", self.header, check=tune_metrics_problem)
-        self.overwrite = overwrite
-        self.points: List[Point] = []
-        self._by_id: Dict[str, Point] = {}
-        self._fn = functools.partial(run_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"])
-        self.burst = options.get("warmup") == BURST  # closed loop: leave out each point's start burst
-        self.simulated = 0
+    def _start(self, out_dir: Path, journal_name: str, header: Dict, jobs: int, executor: str,
+               address: Optional[str], overwrite: bool, fn: Callable) -> None:
+        self.out_dir = Path(out_dir)
+        self.jobs, self.executor, self.address, self.overwrite = jobs, executor, address, overwrite
+        self.header = header
+        self.journal = Journal(self.out_dir / journal_name, header, check=tune_metrics_problem)
+        self.points: List = []
+        self._by_id: Dict[str, Any] = {}
+        self._fn = fn
+        self.simulated = 0  # points simulated by this process
+        self.reused = 0  # points read back from the journal
 
     def open(self) -> None:
         """Read the journal (after the folder lock is held); start a new one when absent or overwritten."""
@@ -249,6 +251,72 @@ class Evaluator:
         if self.overwrite or not self.journal.path.exists() or self.journal.path.stat().st_size == 0:
             self.journal._append(self.header, "wb")
             self.journal.done.clear()
+
+    def _intern(self, row_id: str, make: Callable[[int], Any]):
+        """The point whose config has identity ``row_id``; ``make(index)`` creates it on first use."""
+        p = self._by_id.get(row_id)
+        if p is None:
+            p = make(len(self.points))
+            self.points.append(p)
+            self._by_id[row_id] = p
+        return p
+
+    def _pending(self, points: Sequence) -> List:
+        """The points still to simulate, in order; those the journal holds get their metrics from it."""
+        todo: List = []
+        for p in points:
+            if p.done or p in todo:
+                continue
+            done = self.journal.done.get(p.index)
+            if done is not None:
+                if done.get("row_id") != p.row_id:
+                    raise ConfigError(f"--output-dir: {self.journal.path} does not match this {self.label} at point "
+                                      f"{p.index}; rerun with --overwrite to start over")
+                p.metrics = done["metrics"]
+                self.reused += 1
+            else:
+                todo.append(p)
+        return todo
+
+    def _simulate(self, todo: Sequence, on_result: Callable[[Any, SweepRow, Dict], None]) -> None:
+        """Simulate ``todo`` on the executor; ``on_result(point, row, result)`` for each, in the order they end."""
+        rows = [SweepRow(p.index, p.overrides, p.config, p.row_id, "") for p in todo]
+        by_index = {p.index: p for p in todo}
+
+        def on_done(row: SweepRow, result: Dict) -> None:
+            if result.get("code") != code_digest():
+                raise ConfigError(f"--executor {self.executor}: a worker runs different simulator code "
+                                  f"(code {result.get('code')}, here {code_digest()}); install the same version "
+                                  "everywhere")
+            on_result(by_index[row.index], row, result)
+
+        if self.executor == "ray":
+            run_ray(rows, self.jobs, self.address, on_done, fn=self._fn)
+        else:
+            run_local(rows, self.jobs, [rows[0].config_dict], on_done, fn=self._fn)
+
+    def _record(self, p, row: SweepRow, result: Dict) -> None:
+        """A simulated point's result: journalled, its metrics kept."""
+        self.journal.add(row, result)
+        p.metrics = result["metrics"]
+
+
+class Evaluator(JournalRunner):
+    """Runs points once each (journal-backed), in parallel, in a deterministic order."""
+
+    def __init__(self, base: RunConfig, axis: LoadAxis, out_dir: Path, slo: Dict[str, float], options: Dict,
+                 jobs: int, executor: str, address: Optional[str], overwrite: bool,
+                 log: Optional[Callable[[str], None]] = None) -> None:
+        self.base, self.axis, self.slo = base, axis, slo
+        self.tune_hash = short_sha(canonical_json({"format": TUNE_FORMAT, "base": identity(base), "axis": axis.name,
+                                      "slo": slo, "options": options, "version": __version__,
+                                      "profiles": profile_digests(base)}))
+        self.code = _tune_code()
+        header = {"journal": 1, "sweep": "tune", "sweep_hash": self.tune_hash, "code": self.code, "rows": None}
+        self._start(out_dir, ".tune.journal.jsonl", header, jobs, executor, address, overwrite,
+                    functools.partial(run_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"]))
+        self.log = log
+        self.burst = options.get("warmup") == BURST  # closed loop: leave out each point's start burst
 
     def point(self, phase: str, load: float, setting: Setting) -> Point:
         """The point for (load, setting), created (not run) on first use; the first phase names it."""
@@ -259,46 +327,15 @@ class Evaluator:
         except ConfigError as e:
             raise ConfigError(f"tune point ({self.axis.name} {self.axis.fmt(load)}, {setting.label}): {e}") from None
         rid = short_sha(canonical_json(identity(cfg)))
-        p = self._by_id.get(rid)
-        if p is None:
-            p = Point(len(self.points), phase, load, setting, ov, cfg, rid)
-            self.points.append(p)
-            self._by_id[rid] = p
-        return p
+        return self._intern(rid, lambda i: Point(i, phase, load, setting, ov, cfg, rid))
 
     def run(self, points: Sequence[Point]) -> None:
         """Give every point its metrics: from the journal when recorded, else simulated now."""
-        todo = []
-        for p in points:
-            if p.metrics is not None or p in todo:
-                continue
-            done = self.journal.done.get(p.index)
-            if done is not None:
-                if done.get("row_id") != p.row_id:
-                    raise ConfigError(f"--output-dir: {self.journal.path} does not match this tune at point "
-                                      f"{p.index}; rerun with --overwrite to start over")
-                p.metrics = done["metrics"]
-            else:
-                todo.append(p)
+        todo = self._pending(points)
         if not todo:
             return
-        rows = [SweepRow(p.index, p.overrides, p.config, p.row_id, "") for p in todo]
-        by_index = {p.index: p for p in todo}
-
-        def on_done(row: SweepRow, result: Dict) -> None:
-            if result.get("code") != code_digest():
-                raise ConfigError(f"--executor {self.executor}: a worker runs different simulator code "
-                                  f"(code {result.get('code')}, here {code_digest()}); install the same version "
-                                  "everywhere")
-            self.journal.add(row, result)
-            by_index[row.index].metrics = result["metrics"]
-
-        self.simulated += len(rows)
-        if self.executor == "ray":
-            run_ray(rows, self.jobs, self.address, on_done, fn=self._fn)
-        else:
-            warm = [rows[0].config_dict]
-            run_local(rows, self.jobs, warm, on_done, fn=self._fn)
+        self.simulated += len(todo)
+        self._simulate(todo, self._record)
 
     def metrics(self, phase: str, load: float, setting: Setting) -> Dict:
         p = self.point(phase, load, setting)
