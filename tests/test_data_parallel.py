@@ -65,10 +65,12 @@ class _Rank:
 
 
 def test_router_is_vllms_least_loaded():
+    from vidur_specdec.engine.dp_router import LeastLoadedScan
     from vidur_specdec.engine.reference.dp_group import DPGroupReplicaScheduler
 
     group = DPGroupReplicaScheduler.__new__(DPGroupReplicaScheduler)
-    group.ranks, group._start, group.rank_of = [_Rank(running=3), _Rank(running=1), _Rank(running=1)], 0, {}
+    group.ranks, group.rank_of = [_Rank(running=3), _Rank(running=1), _Rank(running=1)], {}
+    group._router = LeastLoadedScan(3)
     req = type("R", (), {"id": 0})
     group.add_request(req)  # fewest waiting + running: rank 1 (tie with rank 2, scan starts at 0)
     assert group.rank_of[0] == 1
@@ -76,7 +78,7 @@ def test_router_is_vllms_least_loaded():
     group.add_request(req)  # rank 1 now 2, rank 2 holds 1
     assert group.rank_of[1] == 2
     # a waiting queue on a rank whose KV is 90 % full weighs 6 x 0.4 per waiting request (vLLM's penalty)
-    group.ranks, group._start = [_Rank(waiting=1, used=90), _Rank(running=2)], 0
+    group.ranks, group._router = [_Rank(waiting=1, used=90), _Rank(running=2)], LeastLoadedScan(2)
     req.id = 2
     group.add_request(req)
     assert group.rank_of[2] == 1

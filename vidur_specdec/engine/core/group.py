@@ -6,7 +6,8 @@ rank with no work runs a one-token dummy batch so the MoE all-to-all has all its
 peers); the front end routes each request to the rank of least load
 (``DPLBAsyncMPClient.get_core_engine_for_request``, ``vllm/v1/engine/core_client.py``):
 score ``waiting + running``, plus ``6 x waiting x max(0, kv_usage - 0.5)``, the scan
-starting one rank later each request so ties rotate. (The reference:
+starting one rank later each request so ties rotate (:mod:`vidur_specdec.engine.dp_router`, which the
+reference calls too). (The reference:
 :mod:`vidur_specdec.engine.reference.dp_group`.)
 
 :class:`DataParallelGroup` holds D :class:`~vidur_specdec.engine.core.sarathi.SarathiRank`
@@ -20,10 +21,10 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from vidur_specdec.engine import dp_router
 from vidur_specdec.engine.core.sarathi import SarathiRank, Step
 from vidur_specdec.pricing.plan import merge_ranks
 
-WAITING_KV_PENALTY = 6.0  # vLLM 0.33.0 core_client.py: score += waiting * 6.0 * max(0, kv_cache_usage - 0.5)
 
 
 class DataParallelGroup:
@@ -31,7 +32,7 @@ class DataParallelGroup:
 
     def __init__(self, ranks: List[SarathiRank]) -> None:
         self.ranks = ranks
-        self._start = 0  # vLLM's eng_start_index: the rank the next scan starts from
+        self._router = dp_router.LeastLoadedScan(len(self.ranks))
 
     # ------------------------------------------------------------------ the router
     @staticmethod
@@ -39,20 +40,12 @@ class DataParallelGroup:
         waiting = len(rank.queue) + more_waiting
         running = len(rank.alloc)
         usage = rank.allocated / rank.num_blocks
-        return waiting + running + (waiting * WAITING_KV_PENALTY * max(0.0, usage - 0.5) if waiting else 0.0)
+        return dp_router.score(waiting, running, usage)
 
     def pick(self, more_waiting=None) -> int:
         """The rank the router sends the next request to (its index); ``more_waiting``: per rank, requests on
         their way to it that its queue does not hold yet (a decode pool's requests waiting for KV room)."""
-        n = len(self.ranks)
-        best, best_score = self._start, None
-        for i in range(n):
-            idx = (self._start + i) % n
-            s = self._score(self.ranks[idx], more_waiting[idx] if more_waiting else 0)
-            if best_score is None or s < best_score:
-                best, best_score = idx, s
-        self._start = (self._start + 1) % n
-        return best
+        return self._router.pick(lambda i: self._score(self.ranks[i], more_waiting[i] if more_waiting else 0))
 
     def add(self, request) -> None:
         self.ranks[self.pick()].add(request)

@@ -10,7 +10,7 @@ left (``_has_global_unfinished_reqs``). The front end routes each request to the
 of least load (``DPLBAsyncMPClient.get_core_engine_for_request``,
 ``vllm/v1/engine/core_client.py``): score ``waiting + running``, plus
 ``6 x waiting x max(0, kv_usage - 0.5)``, the scan starting one rank later each
-request so ties rotate.
+request so ties rotate (:mod:`vidur_specdec.engine.dp_router`, the engine core's router too).
 
 Here one Vidur replica is one such group. :class:`DPGroupReplicaScheduler` holds D
 :class:`~vidur_specdec.engine.reference.scheduler.SpecSarathiReplicaScheduler` ranks (each its
@@ -33,11 +33,11 @@ from vidur.entities import Batch
 from vidur.scheduler.replica_scheduler.base_replica_scheduler import BaseReplicaScheduler
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
 
+from vidur_specdec.engine import dp_router
 from vidur_specdec.engine.reference.scheduler import SpecDecSchedulerType, SpecSarathiReplicaScheduler, SpecSarathiSchedulerConfig
 from vidur_specdec.engine.reference.step_plan import attach, merge_ranks, plan_of
 
 DP_GROUP = SpecDecSchedulerType.SPEC_SARATHI + 1  # registry key (>= 100: never collides with Vidur's)
-WAITING_KV_PENALTY = 6.0  # vLLM 0.33.0 core_client.py: score += waiting * 6.0 * max(0, kv_cache_usage - 0.5)
 
 
 @dataclass
@@ -67,7 +67,7 @@ class DPGroupReplicaScheduler(BaseReplicaScheduler):
             self.rank_class(replica_config, replica_scheduler_config, cache_config, request_generator_config,
                             replica, num_stages, execution_time_predictor)
             for _ in range(int(replica_scheduler_config.data_parallel_size))]
-        self._start = 0  # vLLM's eng_start_index: the rank the next scan starts from
+        self._router = dp_router.LeastLoadedScan(len(self.ranks))
         self.rank_of = {}  # request id -> its rank
         self._parts: Dict[int, List[Optional[Batch]]] = {}  # group batch id -> the ranks' batches (None: idle)
 
@@ -76,20 +76,12 @@ class DPGroupReplicaScheduler(BaseReplicaScheduler):
         waiting = len(rank._request_queue) + more_waiting
         running = len(rank._allocation_map)
         usage = rank._num_allocated_blocks / rank._cache_config.num_blocks
-        return waiting + running + (waiting * WAITING_KV_PENALTY * max(0.0, usage - 0.5) if waiting else 0.0)
+        return dp_router.score(waiting, running, usage)
 
     def pick(self, more_waiting=None) -> int:
         """The rank the router sends the next request to (its index); ``more_waiting``: per rank, requests on
         their way to it that its queue does not hold yet (a decode pool's requests waiting for KV room)."""
-        n = len(self.ranks)
-        best, best_score = self._start, None
-        for i in range(n):
-            idx = (self._start + i) % n
-            s = self._score(self.ranks[idx], more_waiting[idx] if more_waiting else 0)
-            if best_score is None or s < best_score:
-                best, best_score = idx, s
-        self._start = (self._start + 1) % n
-        return best
+        return self._router.pick(lambda i: self._score(self.ranks[i], more_waiting[i] if more_waiting else 0))
 
     def add_request(self, request) -> None:
         best = self.pick()
