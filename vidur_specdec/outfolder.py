@@ -222,6 +222,27 @@ def clear(path: Union[str, Path]) -> List[str]:
     return removed
 
 
+def _output_file(p: Path, option: str, inputs: Iterable[Union[str, Path]], example: str):
+    """What every output file's checks start with: ``(its stat or None, its folder)``. Refused: a folder at ``p``
+    (``example`` suggests a name), a file where its folder should be, a path that is one of ``inputs`` (the same
+    file by any name). A missing path returns None once its folder is known to be writable."""
+    st = stat_path(p, option)
+    if st is not None and os.path.isdir(p):
+        raise ConfigError(f"{option}: {p} is a folder; give a file name{example}")
+    parent = p.parent if str(p.parent) else Path(".")
+    pst = stat_path(parent, option)
+    if pst is not None and not os.path.isdir(parent):
+        raise ConfigError(f"{option}: {p} is under {parent}, which is a file, not a folder")
+    if st is None:
+        check_writable(parent, option)
+        return None, parent
+    for src in inputs:
+        s = stat_path(src, "input")
+        if s is not None and (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino):
+            raise ConfigError(f"{option}: {p} is also an input of this command ({src}); give another file name")
+    return st, parent
+
+
 def check_file(path: Union[str, Path], option: str, inputs: Iterable[Union[str, Path]] = (),
                marker: Optional[bytes] = None) -> None:
     """An output *file* path: not a folder, not a symlink loop, its folder exists or can be written in.
@@ -231,20 +252,9 @@ def check_file(path: Union[str, Path], option: str, inputs: Iterable[Union[str, 
     anything else there (another command's results, a user's file) is refused.
     """
     p = Path(path)
-    st = stat_path(p, option)
-    if st is not None and os.path.isdir(p):
-        raise ConfigError(f"{option}: {p} is a folder; give a file name (e.g. {p / 'page.html'})")
-    parent = p.parent if str(p.parent) else Path(".")
-    pst = stat_path(parent, option)
-    if pst is not None and not os.path.isdir(parent):
-        raise ConfigError(f"{option}: {p} is under {parent}, which is a file, not a folder")
+    st, parent = _output_file(p, option, inputs, f" (e.g. {p / 'page.html'})")
     if st is None:
-        check_writable(parent, option)
         return
-    for src in inputs:
-        s = stat_path(src, "input")
-        if s is not None and (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino):
-            raise ConfigError(f"{option}: {p} is also an input of this command ({src}); give another file name")
     if marker is not None and not _holds(p, marker):
         raise ConfigError(f"{option}: {p} exists and was not written by this command (it would be replaced); "
                           "give another file name, or move that file away")
@@ -261,20 +271,9 @@ def check_result_file(path: Union[str, Path], option: str, command: str, overwri
     another command's result (a name another command writes, beside more of that command's files).
     """
     p = Path(path)
-    st = stat_path(p, option)
-    parent = p.parent if str(p.parent) else Path(".")
-    if st is not None and os.path.isdir(p):
-        raise ConfigError(f"{option}: {p} is a folder; give a file name")
-    pst = stat_path(parent, option)
-    if pst is not None and not os.path.isdir(parent):
-        raise ConfigError(f"{option}: {p} is under {parent}, which is a file, not a folder")
+    st, parent = _output_file(p, option, inputs, "")
     if st is None:
-        check_writable(parent, option)
         return
-    for src in inputs:
-        s = stat_path(src, "input")
-        if s is not None and (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino):
-            raise ConfigError(f"{option}: {p} is also an input of this command ({src}); give another file name")
     if not overwrite:
         raise ConfigError(f"{option}: {p} exists; give another file name, or pass --overwrite to replace a "
                           f"file `{command}` wrote")
