@@ -27,6 +27,18 @@ SHARED = REPO.parent / "shared"
 MEASURED = SHARED / "vidur-profiles"
 
 
+def pytest_configure(config):
+    """Once per session, before the workers start: the package's bytecode written beside its sources. An editable
+    install leaves none, and where ``PYTHONDONTWRITEBYTECODE`` is set no process writes it, so every worker and
+    every command a test starts would compile the whole package again (about half a second each); a stale file is
+    recompiled in memory by Python, never used."""
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller has done it
+        return
+    import compileall
+
+    compileall.compile_dir(str(REPO / "vidur_specdec"), quiet=2)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_predictor_cache(request, tmp_path_factory):
     """The tests' fitted predictors and built profiles: out of the user's home (subprocesses inherit it),

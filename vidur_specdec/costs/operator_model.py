@@ -83,11 +83,14 @@ class Grid2D:
                 j = ny - 2
             ty = f - j
         v = self.v
-        if self.nx == 1:
+        if nx == 1:
             row = v[0]
-            return row[j] * (1 - ty) + row[j + 1] * ty if self.ny > 1 else row[0]
-        if self.ny == 1:
+            return row[j] * (1 - ty) + row[j + 1] * ty if ny > 1 else row[0]
+        if ny == 1:
             return v[i][0] * (1 - tx) + v[i + 1][0] * tx
+        if tx == 0.0:  # on a grid row (a decode table's whole batch sizes): the same sum without its zero terms
+            a = v[i]
+            return a[j] * (1 - ty) + a[j + 1] * ty
         a, b = v[i], v[i + 1]
         return (a[j] * (1 - tx) * (1 - ty) + b[j] * tx * (1 - ty)
                 + a[j + 1] * (1 - tx) * ty + b[j + 1] * tx * ty)

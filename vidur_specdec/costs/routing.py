@@ -44,6 +44,7 @@ Counts are experts (expected values, not integers); groups are token counts.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from functools import lru_cache
 from typing import Iterable, Sequence, Tuple
 
@@ -140,16 +141,36 @@ def _group_sizes(groups: Iterable[int]) -> np.ndarray:
     return g
 
 
-def _log_not_woken(n: np.ndarray, p, b) -> np.ndarray:
-    """log P(expert not woken by a group of n tokens), summed over groups: shape (E,)."""
-    uniq, cnt = np.unique(n, return_counts=True)
+def _size_counts(n: np.ndarray):
+    """(size, count) of each distinct group size in ``n``, smallest first: what ``np.unique(n, return_counts=True)``
+    gives (its order and integer type), counted in Python (faster for a step's few groups)."""
+    return [(np.int64(size), np.int64(c)) for size, c in sorted(Counter(n.tolist()).items())]
+
+
+def _masked_logs(p, b):
+    """log P(not picked) per expert for a group's first token and for each later one, with an expert every token
+    picks (p = 1) at -inf and 0: any group wakes it."""
     with np.errstate(divide="ignore"):
         l1p = np.log1p(-p)  # -inf where p == 1
         l1b = np.log1p(-b)
+    always = p >= 1.0
+    return np.where(always, -np.inf, l1p), np.where(always, 0.0, l1b)
+
+
+@lru_cache(maxsize=256)
+def _chain_logs(num_experts: int, top_k: int, rho: float, zipf_s: float):
+    p, _, b = _chain(num_experts, top_k, rho, zipf_s)
+    return _masked_logs(p, b)
+
+
+def _log_not_woken(n: np.ndarray, p, b, logs=None) -> np.ndarray:
+    """log P(expert not woken by a group of n tokens), summed over groups: shape (E,). ``logs``: p and b's
+    :func:`_masked_logs`, when the caller has them."""
+    first, later = logs if logs is not None else _masked_logs(p, b)
     tot = np.zeros_like(p)
-    for size, c in zip(uniq, cnt):
-        term = l1p + (size - 1) * l1b if size > 1 else l1p.copy()
-        tot = tot + c * np.where(p >= 1.0, -np.inf, term)  # an expert every token picks is always woken
+    for size, c in _size_counts(n):
+        term = first + (size - 1) * later if size > 1 else first
+        tot = tot + c * term  # an expert every token picks is always woken (-inf)
     return tot
 
 
@@ -160,8 +181,9 @@ def expected_distinct(groups: Sequence[int], num_experts: int, top_k: int,
     n = _group_sizes(groups)
     if n.size == 0:
         return 0.0
-    p, _, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
-    return float(np.sum(-np.expm1(_log_not_woken(n, p, b))))
+    key = (num_experts, top_k, float(rho), float(zipf_s))
+    p, _, b = _chain(*key)
+    return float(np.sum(-np.expm1(_log_not_woken(n, p, b, _chain_logs(*key)))))
 
 
 def _group_var(n: np.ndarray, p, a, b) -> np.ndarray:
@@ -169,8 +191,7 @@ def _group_var(n: np.ndarray, p, a, b) -> np.ndarray:
     lam = np.clip(a - b, -1.0, 1.0)
     base = p * (1.0 - p)
     tot = np.zeros_like(p)
-    uniq, cnt = np.unique(n, return_counts=True)
-    for size, c in zip(uniq, cnt):
+    for size, c in _size_counts(n):
         if size == 1:
             f = np.ones_like(p)
         else:  # sum_{j=1}^{n-1} (1 - j/n) lam^j in closed form; (n-1)/2 at lam -> 1
@@ -194,8 +215,9 @@ def _owner(num_experts: int, ep: int, placement: str) -> np.ndarray:
 
 def _rank_loads(n: np.ndarray, num_experts: int, top_k: int, ep: int, rho: float, zipf_s: float, placement: str):
     """Per EP rank: (mean, sd) of distinct experts woken and (mean, sd) of token rows, for group sizes ``n``."""
-    p, a, b = _chain(num_experts, top_k, float(rho), float(zipf_s))
-    woken = -np.expm1(_log_not_woken(n, p, b))
+    key = (num_experts, top_k, float(rho), float(zipf_s))
+    p, a, b = _chain(*key)
+    woken = -np.expm1(_log_not_woken(n, p, b, _chain_logs(*key)))
     owner = _owner(num_experts, ep, placement)
     w_mean = np.bincount(owner, woken, ep)
     w_sd = np.sqrt(np.bincount(owner, woken * (1.0 - woken), ep))

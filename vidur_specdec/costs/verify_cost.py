@@ -22,6 +22,8 @@ contract test ``tests/test_proposer_contract.py`` runs over every one.
 
 from __future__ import annotations
 
+from operator import mul
+
 from typing import Dict, Sequence
 
 from vidur_specdec.config.registry import register_choices
@@ -60,6 +62,11 @@ class VerifyCost:
         raise NotImplementedError
 
 
+def _one_read_each(model, n: int, kv_tokens: int) -> float:
+    """SharedKV's price (ms): ``n`` decode reads at their mean KV (``kv_tokens`` in all, query tokens included)."""
+    return model.decode_attention_ms(n, kv_tokens / n)
+
+
 @register("shared_kv")
 class SharedKV(VerifyCost):
     """Each request's KV read once: one decode read per request at context ctx + q."""
@@ -68,8 +75,7 @@ class SharedKV(VerifyCost):
         n = len(decode_q)
         if n == 0:
             return 0.0
-        mean_kv = (sum(decode_ctx) + sum(decode_q)) / n
-        return model.decode_attention_ms(n, mean_kv)
+        return _one_read_each(model, n, sum(decode_ctx) + sum(decode_q))
 
 
 @register("per_token")
@@ -81,12 +87,13 @@ class PerToken(VerifyCost):
         reads = sum(decode_q)
         if reads == 0:
             return 0.0
-        # Σ over requests of Σ_{j=1..q} (ctx + j) = Σ q·ctx + q(q+1)/2
-        kv_sum = sum(q * c + q * (q + 1) / 2 for q, c in zip(decode_q, decode_ctx))
+        # Σ over requests of Σ_{j=1..q} (ctx + j) = Σ q·ctx + (Σ q² + Σ q) / 2: integers but the last halving,
+        # so every partial sum is exact and the total the same float whatever the grouping
+        kv_sum = sum(map(mul, decode_q, decode_ctx)) + (sum(map(mul, decode_q, decode_q)) + reads) / 2
         per_token = model.decode_attention_ms(reads, kv_sum / reads)
         if shared_kv_ms is None:
-            shared_kv_ms = SharedKV.attention_ms(self, model, decode_q, decode_ctx)
-        return max(per_token, shared_kv_ms)
+            shared_kv_ms = _one_read_each(model, len(decode_q), sum(decode_ctx) + reads)
+        return per_token if per_token >= shared_kv_ms else shared_kv_ms
 
 
 @register("interpolated")

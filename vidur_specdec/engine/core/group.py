@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from vidur_specdec.engine import dp_router
+from vidur_specdec.engine.core.request import advance_step
 from vidur_specdec.engine.core.sarathi import SarathiRank, Step
 from vidur_specdec.pricing.plan import merge_ranks
 
@@ -62,16 +63,14 @@ class DataParallelGroup:
         parts = [r.next_step() for r in self.ranks]
         if all(p is None for p in parts):
             return None
-        reqs, q = [], []
+        reqs = []
         for part in parts:
             if part is not None:
                 reqs += part.requests
-                q += part.q
-        return Step(reqs, q, merge_ranks([p.plan if p is not None else None for p in parts]), parts=parts)
+        return Step(reqs, merge_ranks([p.plan if p is not None else None for p in parts]), parts=parts)
 
     def end_step(self, step: Step, time: float) -> list:
-        for r, q in zip(step.requests, step.q):
-            r.advance(time, q)
+        advance_step(step.requests, step.plan, time)
         for rank, part in zip(self.ranks, step.parts):
             if part is not None:
                 rank.release(part)

@@ -108,26 +108,52 @@ class Loop:
         """A replica schedule (Vidur's ``ReplicaScheduleEvent``) made now."""
         self.push(time, self._schedule, replica)
 
-    def _schedule(self, time: float, replica: Replica) -> None:
+    def _schedule(self, time: float, replica: Replica, done=None) -> None:
         """Vidur's ``ReplicaScheduleEvent``: form the replica's next step if it may; a one-stage replica's step is
-        priced, recorded and its end made at once (Vidur's stage arrival and stage schedule at the same instant)."""
+        priced, recorded and its end made at once (Vidur's stage arrival and stage schedule at the same instant).
+
+        Steps run back to back: when no other event is due before a one-stage step ends (every event on the heap
+        comes strictly later), its end is handled here without going through the heap, exactly as
+        :meth:`_step_end` and :meth:`_after_end` would handle it when popped (nothing can run in between), and
+        the next step is formed at once. ``done``: a closed-loop client's completions of the step that just
+        ended on this replica, released once the next step has formed (:meth:`_after_end`)."""
         if not (replica.running_batches < replica.num_stages and replica.running_stages == 0):
+            if done:
+                self._release(time, done)
             return
-        step = replica.sched.next_step()
-        if step is None:
-            return
-        replica.running_batches += 1
-        replica.running_stages += 1
-        for r in step.requests:
-            if not r.scheduled:
-                r.on_schedule(time)
-        if replica.num_stages != 1:
-            self.push(time, self._stage_arrival, (replica, 0, step))
-            return
-        price = replica.pricer.price(step.plan)
-        self.recorder.record(time, replica.rid, 0, step, price)
-        heapq.heappush(self.heap, (time + price.total_time, self.seq, self._step_end, (replica, step)))
-        self.seq += 1
+        sched = replica.sched
+        heap = self.heap
+        while True:
+            step = sched.next_step()
+            if step is None:
+                if done:
+                    self._release(time, done)
+                return
+            if step.plan.num_decodes < len(step.requests):  # only a prefill chunk's request can be new here
+                for r in step.requests:
+                    if not r.scheduled:
+                        r.on_schedule(time)
+            if replica.num_stages != 1:
+                replica.running_batches += 1
+                replica.running_stages += 1
+                self.push(time, self._stage_arrival, (replica, 0, step))
+                return
+            price = replica.pricer.price(step.plan)
+            self.recorder.record(time, replica.rid, 0, step, price)
+            end = time + price.total_time
+            if done or (heap and heap[0][0] <= end):
+                replica.running_batches += 1
+                replica.running_stages += 1
+                heapq.heappush(heap, (end, self.seq, self._step_end, (replica, step)))
+                self.seq += 1
+                if done:  # after the next step formed, as _after_end releases them
+                    self._release(time, done)
+                return
+            # the step's end, now (Vidur's BatchStageEndEvent, batch end and replica schedule at ``end``)
+            self.time = time = end
+            requests = sched.end_step(step, time)
+            if self.on_complete is not None:
+                done = [r for r in requests if r.completed]
 
     # ------------------------------------------------------------------ one stage (pipeline parallel 1)
     def _step_end(self, time: float, payload) -> None:
@@ -145,9 +171,7 @@ class Loop:
         replica, step = payload
         replica.running_batches -= 1
         requests = replica.sched.end_step(step, time)
-        self._schedule(time, replica)
-        if self.on_complete is not None:
-            self._release(time, [r for r in requests if r.completed])
+        self._schedule(time, replica, [r for r in requests if r.completed] if self.on_complete is not None else None)
 
     def _release(self, time: float, done: list) -> None:
         """A closed-loop client's next request for each request that completed (not a prefill pool's hand-off)."""

@@ -12,9 +12,9 @@ seconds of simulated time.
   produced twice or lost); ``total_tokens`` is prompt + output and never
   changes; ``processed`` counts tokens done (a finished prefill counts its
   sampled token too, as Vidur counts it).
-* ``planned_guesses`` / ``planned_accepted`` are the running decode step's
-  guesses (tokens charged: guesses + 1) and accepted guesses (tokens advanced:
-  accepted + 1); -1 while a prefill chunk runs.
+* A step's end advances its requests from the step plan's columns
+  (:func:`advance_step`): a decoding request by its accepted guesses + 1
+  (tokens advanced), a prefill chunk by the chunk.
 * Counters once completed: ``output_tokens = 1 + decode_steps + accepted_tokens``.
 
 The attribute names ``index``, ``prompt_tokens``, ``output_tokens``,
@@ -33,7 +33,7 @@ class CoreRequest:
     __slots__ = ("id", "index", "arrived_at", "prompt_tokens", "output_tokens", "prefill_tokens", "total_tokens",
                  "processed", "prefill_complete", "completed", "scheduled", "scheduled_at", "prefill_completed_at",
                  "completed_at", "num_restarts", "decode_steps", "guesses", "accepted_tokens", "acceptance",
-                 "proposals", "catchup_tokens", "previous_q_tokens", "planned_guesses", "planned_accepted",
+                 "proposals", "catchup_tokens", "previous_q_tokens",
                  # prefill/decode pools (vidur_specdec.engine.core.pools)
                  "prefill_only", "parent", "shadow", "prefill_replica", "decode_replica", "prefill_unit",
                  "decode_unit", "handoff_at", "kv_start_at", "kv_transfer_ms", "kv_transfer_bytes", "kv_loaded_at",
@@ -62,8 +62,6 @@ class CoreRequest:
         self.proposals = None  # its proposal draws (ngram/suffix), set on first use
         self.catchup_tokens = 1  # tokens advanced in its previous decode step, not yet seen by a drafter head
         self.previous_q_tokens = 1  # tokens charged in its previous decode step (1 + guesses)
-        self.planned_guesses = -1
-        self.planned_accepted = 0
         self.prefill_only = False
         self.parent = self.shadow = None
         self.kv_loaded = False
@@ -77,29 +75,6 @@ class CoreRequest:
         """Output tokens produced so far (the index of the first token the next decode step produces)."""
         return self.processed - self.prompt_tokens
 
-    def advance(self, time: float, tokens_charged: int) -> None:
-        """End of the step that charged it ``tokens_charged``: it advances by accepted + 1 (a decode step) or
-        the whole chunk (a prefill), finishes its prefill (and samples its first token) or completes."""
-        g = self.planned_guesses
-        if g >= 0:
-            a = self.planned_accepted
-            self.decode_steps += 1
-            self.guesses += g
-            self.accepted_tokens += a
-            self.catchup_tokens = a + 1
-            self.previous_q_tokens = g + 1
-            self.planned_guesses = -1
-            tokens_charged = a + 1
-        self.processed += tokens_charged
-        if self.processed == self.prefill_tokens:
-            self.prefill_complete = True
-            self.processed += 1  # the prefill's sampled token
-            if self.prefill_completed_at == 0:
-                self.prefill_completed_at = time
-        if self.processed == self.total_tokens:
-            self.completed_at = time
-            self.completed = True
-
     def restart(self) -> None:
         """Preempt by recompute (module docstring): re-prefill every token already in the KV cache."""
         recompute = self.processed - 1 if self.prefill_complete else self.prefill_tokens
@@ -109,7 +84,6 @@ class CoreRequest:
         self.completed = False
         self.prefill_complete = False
         self.num_restarts += 1
-        self.planned_guesses = -1
         self.catchup_tokens = 1
         self.previous_q_tokens = 1
 
@@ -120,3 +94,25 @@ class CoreRequest:
         self.scheduled = True
         if self.num_restarts == 0:
             self.scheduled_at = time
+
+
+def advance_step(requests, plan, time: float) -> None:
+    """The end of a step at ``time`` (s): each of its ``requests`` (in the order of ``plan``'s columns) advances
+    by its tokens advanced, accepted + 1 when decoding (its counters and catch-up move with it) or its chunk when
+    prefilling, then finishes its prefill (and samples its first token) or completes."""
+    for r, decoding, q, g, a in zip(requests, plan.decoding, plan.tokens_charged, plan.guesses, plan.accepted):
+        if decoding:
+            r.decode_steps += 1
+            r.guesses += g
+            r.accepted_tokens += a
+            r.catchup_tokens = q = a + 1
+            r.previous_q_tokens = g + 1
+        processed = r.processed = r.processed + q
+        if processed == r.prefill_tokens:
+            r.prefill_complete = True
+            r.processed = processed = processed + 1  # the prefill's sampled token
+            if r.prefill_completed_at == 0:
+                r.prefill_completed_at = time
+        if processed == r.total_tokens:
+            r.completed_at = time
+            r.completed = True

@@ -36,18 +36,19 @@ from __future__ import annotations
 from math import ceil
 from typing import List, Optional
 
-from vidur_specdec.pricing.plan import NO_PREFILL, DecodePart, PrefillPart, build_plan
+from vidur_specdec.engine.core.request import advance_step
+from vidur_specdec.pricing.plan import DecodePart, PrefillPart, build_plan
 from vidur_specdec.speculation.schedule import KSchedule
 
 
 class Step:
-    """A formed step: its requests, their tokens charged and the step plan the pricer reads."""
+    """A formed step: its requests (in the order of the plan's columns) and the step plan the pricer reads (their
+    tokens charged, guesses and accepted guesses)."""
 
-    __slots__ = ("requests", "q", "plan", "rank", "parts")
+    __slots__ = ("requests", "plan", "rank", "parts")
 
-    def __init__(self, requests: list, q: list, plan, rank=None, parts=None) -> None:
+    def __init__(self, requests: list, plan, rank=None, parts=None) -> None:
         self.requests = requests
-        self.q = q
         self.plan = plan
         self.rank = rank
         self.parts = parts  # a data-parallel group's step: each rank's Step (None: its dummy batch)
@@ -89,7 +90,6 @@ class SarathiRank:
         self.trace = acc is not None and hasattr(acc, "line")  # an acceptance trace: its lines may give proposals
         self.proposes_less = self.proposal_model is not None or self.trace  # a request may guess fewer than k
         self.charge_empty = self.proposal_model is not None and self.proposal_model.runner == "v2"
-        self.reserve = {}  # request id -> tokens past processed + 1 its KV is held for (this step)
         self.no_proposal = set()  # request ids of this step whose proposer made no guess
         self.recompute_draft = False  # a decode instance re-running its drafter over loaded prompts (pools)
 
@@ -170,20 +170,25 @@ class SarathiRank:
     # ------------------------------------------------------------------ forming a step
     def next_step(self) -> Optional[Step]:
         """The next step (module docstring), or None when nothing can run; pops its requests from the queues."""
-        reserve = self.reserve
-        reserve.clear()
-        self.no_proposal.clear()
+        if self.no_proposal:
+            self.no_proposal.clear()
         running = self.running
         cap = self.max_micro_batch
-        decodes = 0
-        for r in running:
-            if r.prefill_complete:
-                decodes += 1
-        to_place = cap if decodes > cap else decodes
         chunk = self.chunk_size
         lookahead = self.lookahead
         tree = self.tree_nodes
         guessing = self.k_max > 0 or tree is not None
+        k = self.k
+        n_run = len(running)
+        # decodes still to be placed, each keeping one token of the budget: only counted when the budget could
+        # bind (every running request charged its most guesses + 1 would not fit); else no guess is ever cut
+        to_place = 0
+        if guessing and n_run * (1 + (k if tree is None or k > tree else tree)) > chunk:
+            for r in running:
+                if r.prefill_complete:
+                    to_place += 1
+            if to_place > cap:
+                to_place = cap
         dec, pre = [], []  # the step's decoding requests and prefill chunks, in step order
         dq, pq = [], []  # their tokens charged
         skipped, prefills = [], []
@@ -192,8 +197,6 @@ class SarathiRank:
         bs = self.block_size
         # a guess count with no proposer, trace, drafter context or tree to cut it: min(k, tokens left - 1)
         plain = guessing and tree is None and not self.proposes_less and self.max_draft_context is None
-        k = self.k
-        n_run = len(running)
         num_blocks = self.num_blocks
         free = num_blocks - self.allocated  # blocks free (kept here, written back after the decodes are placed)
         i = 0  # running[i:] not yet looked at; preemption takes victims from the end
@@ -221,7 +224,7 @@ class SarathiRank:
             if tree is not None and guesses < tree:
                 guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
             rid = r.id
-            reserve[rid] = res = guesses + lookahead
+            res = guesses + lookahead  # tokens past processed + 1 its KV is held for (this step)
             # KV blocks: with guesses or lookahead for processed + 1 + reserve tokens (at least one block free),
             # else vLLM's one free block, taking one when the newest token starts a block
             held = alloc[rid]
@@ -297,7 +300,7 @@ class SarathiRank:
             pq.append(q)
         if not dec and not pre:
             return None
-        return Step(dec + pre, dq + pq, self._plan(dec, dq, pre, pq))
+        return Step(dec + pre, self._plan(dec, dq, pre, pq))
 
     def _allocate_held(self, r) -> None:
         """A request already holding blocks (a decode instance's loaded prompt) takes one more when its next
@@ -315,20 +318,18 @@ class SarathiRank:
         acc = self.acceptance
         tree = self.tree_nodes
         no_proposal = self.no_proposal
-        gs, accs, ids, idx, ctx, catch, prev = [], [], [], [], [], [], []
+        gs, accs, ids, idx, ctx, catch, prev = [], [], [], [], [], [], []  # one loop: cheapest for small steps
         for r, q in zip(dec, dq):
             g = q - 1
-            accepted = 0
             processed = r.processed
-            if acc is not None and r.id not in no_proposal:
+            if acc is None or (no_proposal and r.id in no_proposal):
+                accepted = 0
+            else:  # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
                 src = r.acceptance
                 if src is None:
                     src = r.acceptance = acc.for_request(r)
-                # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
-                limit = g if tree is None else min(g, r.total_tokens - processed - 1)
-                accepted = src.next(limit, processed - r.prompt_tokens)
-            r.planned_guesses = g
-            r.planned_accepted = accepted
+                accepted = src.next(g if tree is None else min(g, r.total_tokens - processed - 1),
+                                    processed - r.prompt_tokens)
             gs.append(g)
             accs.append(accepted)
             ids.append(r.id)
@@ -338,10 +339,10 @@ class SarathiRank:
             prev.append(r.previous_q_tokens)
         d = DecodePart(ids, idx, dq, ctx, gs, accs, catch, prev)
         if not pre:
-            return build_plan(k, sync, d, NO_PREFILL, self._draft_recompute(pre))
+            return build_plan(k, sync, d)
         p = PrefillPart([r.id for r in pre], [r.index for r in pre], pq, [r.processed for r in pre],
                         [r.processed + q >= r.prefill_tokens for r, q in zip(pre, pq)])
-        return build_plan(k, sync, d, p, self._draft_recompute(pre))
+        return build_plan(k, sync, d, p, self._draft_recompute(pre) if self.recompute_draft else ())
 
     def _draft_recompute(self, prefills) -> tuple:
         """Tokens each loaded prompt's drafter pass covers in this step, on a decode instance whose draft KV was
@@ -355,8 +356,7 @@ class SarathiRank:
     # ------------------------------------------------------------------ a step ends
     def end_step(self, step: Step, time: float) -> list:
         """Advance the step's requests at ``time`` (s); returns them (completed ones have freed their KV)."""
-        for r, q in zip(step.requests, step.q):
-            r.advance(time, q)
+        advance_step(step.requests, step.plan, time)
         self.release(step)
         return step.requests
 
