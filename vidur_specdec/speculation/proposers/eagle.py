@@ -127,7 +127,13 @@ class EagleProposer(Proposer):
         """One pass by part (ms): ``layers`` (linear ops + attention, × the head's layers), ``all_reduce``,
         ``fc``, ``lm_head``, ``sample`` (argmax of the guesses), ``vocab_map`` (EAGLE-3's d2t), ``aux_hidden``
         (EAGLE-3, first pass), ``launch`` (graph replay or eager launches) and ``prepare`` (inputs)."""
-        m = self.target_time
+        layers, (_, _, rest, _) = self._layers_ms(p, first, device, tp)
+        parts = {"layers": layers}
+        parts.update(rest)
+        return parts
+
+    def _layers_ms(self, p, first: bool, device, tp: int):
+        """(the pass's ``layers`` part in ms, its fixed parts :meth:`_fixed_parts` memoised with their values)."""
         n = p.tokens
         # what depends on the pass's tokens, logits rows and place only (memoised: it is on every step's path)
         key = (n, p.rows, first, device, tp)
@@ -136,14 +142,13 @@ class EagleProposer(Proposer):
         if fixed is None:
             if len(memo) >= 65536:
                 memo.clear()
-            fixed = memo[key] = self._fixed_parts(n, p.rows, first, device, tp)
-        lin, wider, rest = fixed
-        layer = lin + attention_ms(m, self.verify, p) + self.layer_mlp_ms(p, device, tp)
+            lin, wider, rest = self._fixed_parts(n, p.rows, first, device, tp)
+            fixed = memo[key] = (lin, wider, rest, tuple(rest.values()))
+        lin, wider = fixed[0], fixed[1]
+        layer = lin + attention_ms(self.target_time, self.verify, p) + self.layer_mlp_ms(p, device, tp)
         if wider is not None:  # QKV projection reads a wider input: its GEMM is that much larger
             layer += wider
-        parts = {"layers": layer * self.layers_per_pass()}
-        parts.update(rest)
-        return parts
+        return layer * self.layers_per_pass(), fixed
 
     def _fixed_parts(self, n: int, rows: int, first: bool, device, tp: int) -> tuple:
         """(the target profile's linear ops over ``n`` tokens, the wider QKV input's extra or None, the parts
@@ -167,8 +172,11 @@ class EagleProposer(Proposer):
         return m.linear_sum_ms(n), wider, rest
 
     def pass_ms(self, p, first: bool, device, tp: int) -> float:
-        """One pass (ms): the sum of :meth:`pass_parts`."""
-        return sum(self.pass_parts(p, first, device, tp).values())
+        """One pass (ms): the sum of :meth:`pass_parts`, in its order (without building the record)."""
+        total, fixed = self._layers_ms(p, first, device, tp)
+        for v in fixed[3]:
+            total += v
+        return total
 
     def step_time_ms(self, comp) -> float:
         device, tp = self._device_tp()
