@@ -31,6 +31,8 @@ these in series with the layers (no overlap).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Tuple
+
 from vidur_specdec.costs.kernels import as_kernels
 from vidur_specdec.costs.profiles.params import DTYPE_BYTES
 
@@ -96,6 +98,11 @@ class StepOverheads:
     def cost_rows(self, rows: int, num_reqs: int, verifying: int = 0) -> StepCost:
         """The same for a step of ``num_reqs`` requests with ``rows`` positions that need logits,
         ``verifying`` of them verified with guesses."""
+        head, sample = self.logits_ms(rows)
+        return StepCost(head, sample, self.overhead_for(num_reqs, verifying))
+
+    def logits_ms(self, rows: int) -> Tuple[float, float]:
+        """(LM head with its TP logits gather, sampling) in ms for ``rows`` positions that need logits."""
         head = sample = 0.0
         if rows > 0:
             sample = self.sampling_ms
@@ -108,10 +115,15 @@ class StepOverheads:
                         head += k.nccl_all_reduce_ms(self.tp, rows * vocab * DTYPE_BYTES // 2)
                 sample += (self.sampling_logit_passes * rows * vocab * SAMPLING_LOGIT_BYTES
                            / self.device.hbm_bandwidth * 1e3)
+        return head, sample
+
+    def overhead_for(self, num_reqs: int, verifying: int = 0) -> float:
+        """The engine's CPU work (ms) on the critical path of a step of ``num_reqs`` requests, ``verifying`` of
+        them verified with guesses."""
         overhead = self.step_overhead_ms + self.overhead_ms_per_request * num_reqs + self.launch_ms
         if verifying:
             overhead += self.spec_step_ms + self.spec_ms_per_request * verifying
-        return StepCost(head, sample, overhead)
+        return overhead
 
 
 def piecewise_graphs(cfg) -> bool:

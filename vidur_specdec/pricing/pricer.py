@@ -79,6 +79,7 @@ class StepPricer:
         self.layer = MeanLayer(target, model, self.tp, kernels, verify_cost, ep=self.ep)
         self.num_layers = model.num_layers
         self._extra = {}  # (logit rows, requests, verifying) -> StepCost
+        self._logits = {}  # logit rows -> (LM head ms, sampling ms)
         if self.pp > 1:
             self.stage_ranges = [pipeline.stage_range(model.num_layers, self.pp, s) for s in range(self.pp)]
             self.stage_layer = [self._stage_layer(*r) for r in self.stage_ranges]
@@ -129,7 +130,13 @@ class StepPricer:
         if got is None:
             if len(self._extra) >= MEMO_LIMIT:
                 self._extra.clear()
-            got = self._extra[key] = self.overheads.cost_rows(*key)
+            rows = key[0]  # the LM head and sampling depend on the rows only: a large batch's steps share them
+            logits = self._logits.get(rows)
+            if logits is None:
+                if len(self._logits) >= MEMO_LIMIT:
+                    self._logits.clear()
+                logits = self._logits[rows] = self.overheads.logits_ms(rows)
+            got = self._extra[key] = StepCost(logits[0], logits[1], self.overheads.overhead_for(key[1], key[2]))
         return got
 
     def draft_ms(self, comp: StepComposition) -> float:
