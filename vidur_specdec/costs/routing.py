@@ -163,12 +163,12 @@ def _chain_logs(num_experts: int, top_k: int, rho: float, zipf_s: float):
     return _masked_logs(p, b)
 
 
-def _log_not_woken(n: np.ndarray, p, b, logs=None) -> np.ndarray:
+def _log_not_woken(n: np.ndarray, p, b, logs=None, counts=None) -> np.ndarray:
     """log P(expert not woken by a group of n tokens), summed over groups: shape (E,). ``logs``: p and b's
-    :func:`_masked_logs`, when the caller has them."""
+    :func:`_masked_logs`, ``counts`` n's :func:`_size_counts`, when the caller has them."""
     first, later = logs if logs is not None else _masked_logs(p, b)
     tot = np.zeros_like(p)
-    for size, c in _size_counts(n):
+    for size, c in (counts if counts is not None else _size_counts(n)):
         term = first + (size - 1) * later if size > 1 else first
         tot = tot + c * term  # an expert every token picks is always woken (-inf)
     return tot
@@ -182,8 +182,27 @@ def expected_distinct(groups: Sequence[int], num_experts: int, top_k: int,
     if n.size == 0:
         return 0.0
     key = (num_experts, top_k, float(rho), float(zipf_s))
-    p, _, b = _chain(*key)
-    return float(np.sum(-np.expm1(_log_not_woken(n, p, b, _chain_logs(*key)))))
+    return float(np.sum(_woken(n, key)))
+
+
+_WOKEN: dict = {}  # (chain key, group-size counts) -> P(each expert woken), read only
+WOKEN_MEMO_LIMIT = 4096
+
+
+def _woken(n: np.ndarray, key: tuple) -> np.ndarray:
+    """P(each expert woken) by groups of sizes ``n`` on the routing chain ``key`` (E, top_k, rho, zipf_s),
+    memoised by the sizes' counts: a MoE layer's price reads it twice (the distinct experts, the busiest GPU)."""
+    counts = _size_counts(n)
+    memo_key = (key, tuple(counts))
+    got = _WOKEN.get(memo_key)
+    if got is None:
+        p, _, b = _chain(*key)
+        got = -np.expm1(_log_not_woken(n, p, b, _chain_logs(*key), counts))
+        got.setflags(write=False)
+        if len(_WOKEN) >= WOKEN_MEMO_LIMIT:
+            _WOKEN.clear()
+        _WOKEN[memo_key] = got
+    return got
 
 
 def _group_var(n: np.ndarray, p, a, b) -> np.ndarray:
@@ -217,7 +236,7 @@ def _rank_loads(n: np.ndarray, num_experts: int, top_k: int, ep: int, rho: float
     """Per EP rank: (mean, sd) of distinct experts woken and (mean, sd) of token rows, for group sizes ``n``."""
     key = (num_experts, top_k, float(rho), float(zipf_s))
     p, a, b = _chain(*key)
-    woken = -np.expm1(_log_not_woken(n, p, b, _chain_logs(*key)))
+    woken = _woken(n, key)
     owner = _owner(num_experts, ep, placement)
     w_mean = np.bincount(owner, woken, ep)
     w_sd = np.sqrt(np.bincount(owner, woken * (1.0 - woken), ep))
