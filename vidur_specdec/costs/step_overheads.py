@@ -95,10 +95,11 @@ class StepOverheads:
         verifying = sum(1 for r, q in zip(batch.requests, batch.num_q_tokens) if r.is_prefill_complete and q > 1)
         return self.cost_rows(logit_rows(batch), len(batch.requests), verifying)
 
-    def cost_rows(self, rows: int, num_reqs: int, verifying: int = 0) -> StepCost:
+    def cost_rows(self, rows: int, num_reqs: int, verifying: int = 0, logits=None) -> StepCost:
         """The same for a step of ``num_reqs`` requests with ``rows`` positions that need logits,
-        ``verifying`` of them verified with guesses."""
-        head, sample = self.logits_ms(rows)
+        ``verifying`` of them verified with guesses; ``logits``: :meth:`logits_ms` of ``rows``, when the caller
+        has it."""
+        head, sample = self.logits_ms(rows) if logits is None else logits
         return StepCost(head, sample, self.overhead_for(num_reqs, verifying))
 
     def logits_ms(self, rows: int) -> Tuple[float, float]:

@@ -23,7 +23,6 @@ contract test ``tests/test_proposer_contract.py`` runs over every one.
 from __future__ import annotations
 
 from operator import mul
-
 from typing import Dict, Sequence
 
 from vidur_specdec.config.registry import register_choices

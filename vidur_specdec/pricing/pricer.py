@@ -136,7 +136,7 @@ class StepPricer:
                 if len(self._logits) >= MEMO_LIMIT:
                     self._logits.clear()
                 logits = self._logits[rows] = self.overheads.logits_ms(rows)
-            got = self._extra[key] = StepCost(logits[0], logits[1], self.overheads.overhead_for(key[1], key[2]))
+            got = self._extra[key] = self.overheads.cost_rows(*key, logits=logits)
         return got
 
     def draft_ms(self, comp: StepComposition) -> float:

@@ -35,8 +35,8 @@ from vidur_specdec.costs.profiles.builder import (
     median_abs_pct_error,
     mlp_op_times,
     mlp_token_grid,
-    to_csv_text,
 )
+from vidur_specdec.costs.profiles.csv_text import to_csv_text
 
 DEVICES: Dict[str, Dict] = params.DEVICES
 

@@ -129,7 +129,7 @@ class Loop:
                 if done:
                     self._release(time, done)
                 return
-            if step.plan.num_decodes < len(step.requests):  # only a prefill chunk's request can be new here
+            if step.plan.has_prefill:  # only a prefill chunk's request can be new here
                 for r in step.requests:
                     if not r.scheduled:
                         r.on_schedule(time)

@@ -342,7 +342,7 @@ class SarathiRank:
             return build_plan(k, sync, d)
         p = PrefillPart([r.id for r in pre], [r.index for r in pre], pq, [r.processed for r in pre],
                         [r.processed + q >= r.prefill_tokens for r, q in zip(pre, pq)])
-        return build_plan(k, sync, d, p, self._draft_recompute(pre) if self.recompute_draft else ())
+        return build_plan(k, sync, d, p, self._draft_recompute(pre))
 
     def _draft_recompute(self, prefills) -> tuple:
         """Tokens each loaded prompt's drafter pass covers in this step, on a decode instance whose draft KV was

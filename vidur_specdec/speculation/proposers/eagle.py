@@ -127,13 +127,13 @@ class EagleProposer(Proposer):
         """One pass by part (ms): ``layers`` (linear ops + attention, × the head's layers), ``all_reduce``,
         ``fc``, ``lm_head``, ``sample`` (argmax of the guesses), ``vocab_map`` (EAGLE-3's d2t), ``aux_hidden``
         (EAGLE-3, first pass), ``launch`` (graph replay or eager launches) and ``prepare`` (inputs)."""
-        layers, (_, _, rest, _) = self._layers_ms(p, first, device, tp)
+        layers, (_, _, rest) = self._layers_ms(p, first, device, tp)
         parts = {"layers": layers}
         parts.update(rest)
         return parts
 
     def _layers_ms(self, p, first: bool, device, tp: int):
-        """(the pass's ``layers`` part in ms, its fixed parts :meth:`_fixed_parts` memoised with their values)."""
+        """(the pass's ``layers`` part in ms, its memoised :meth:`_fixed_parts`)."""
         n = p.tokens
         # what depends on the pass's tokens, logits rows and place only (memoised: it is on every step's path)
         key = (n, p.rows, first, device, tp)
@@ -142,8 +142,7 @@ class EagleProposer(Proposer):
         if fixed is None:
             if len(memo) >= 65536:
                 memo.clear()
-            lin, wider, rest = self._fixed_parts(n, p.rows, first, device, tp)
-            fixed = memo[key] = (lin, wider, rest, tuple(rest.values()))
+            fixed = memo[key] = self._fixed_parts(n, p.rows, first, device, tp)
         lin, wider = fixed[0], fixed[1]
         layer = lin + attention_ms(self.target_time, self.verify, p) + self.layer_mlp_ms(p, device, tp)
         if wider is not None:  # QKV projection reads a wider input: its GEMM is that much larger
@@ -174,7 +173,7 @@ class EagleProposer(Proposer):
     def pass_ms(self, p, first: bool, device, tp: int) -> float:
         """One pass (ms): the sum of :meth:`pass_parts`, in its order (without building the record)."""
         total, fixed = self._layers_ms(p, first, device, tp)
-        for v in fixed[3]:
+        for v in fixed[2].values():
             total += v
         return total
 
