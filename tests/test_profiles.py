@@ -270,3 +270,20 @@ def test_cli_bad_yaml(tmp_path, capsys):
     assert main(["build", "--model", str(cfg), "--device", "a100", "--tp", "1", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bogus" in err[0]
+
+
+def test_csv_text_is_what_pandas_writes():
+    """The built tables' CSV writer: pandas' text, byte for byte, on a built profile and on the cells it special-cases
+    (repeated and constant columns, NaN, -0.0, booleans, integers)."""
+    from vidur_specdec.costs.profiles.csv_text import to_csv_text
+
+    def pandas_text(df):
+        return df.to_csv(index=False, float_format=f"%.{params.TIME_DECIMALS}f", lineterminator="\n")
+
+    mlp, att = build_profile(get_model("meta-llama/Llama-2-7b-hf"), "a100", 1, max_tokens=64, max_chunk=256)
+    for df in (mlp, att):
+        assert to_csv_text(df) == pandas_text(df)
+    odd = pd.DataFrame({"zeros": [0.0, -0.0, 0.0], "neg_zeros": [-0.0, -0.0, -0.0], "nan": [np.nan] * 3,
+                        "some_nan": [np.nan, 1.5, np.nan], "same": [2.25, 2.25, 2.25], "again": [2.25, 2.25, 2.25],
+                        "ints": [1, 1, 1], "flags": [True, False, True], "label": ["a", "a", "b"]})
+    assert to_csv_text(odd) == pandas_text(odd)

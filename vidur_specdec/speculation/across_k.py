@@ -107,26 +107,29 @@ def curves() -> Tuple[Curve, ...]:
     return tuple(_curves_from(library.rows()))
 
 
-def _predict(alpha1: np.ndarray, decay: float, ks: np.ndarray) -> np.ndarray:
-    """L at each (curve, point): alpha1 (curves,), ks (curves, points; 0 = padding)."""
+def _predict(alpha1: np.ndarray, decays: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """L at each (decay, curve, point): alpha1 (decays, curves), ``decays`` (decays,), ks (curves, points; 0 =
+    padding)."""
     kmax = int(ks.max())
-    a = np.minimum(1.0, alpha1[:, None] * decay ** np.arange(kmax)[None, :])
-    cum = np.cumsum(np.cumprod(a, axis=1), axis=1)  # Σ_{j≤k} Π α for k = 1..kmax
-    idx = np.clip(ks - 1, 0, kmax - 1)
-    return np.where(ks > 0, 1.0 + np.take_along_axis(cum, idx, axis=1), 0.0)
+    a = np.minimum(1.0, alpha1[:, :, None] * (decays[:, None] ** np.arange(kmax)[None, :])[:, None, :])
+    cum = np.cumsum(np.cumprod(a, axis=2), axis=2)  # Σ_{j≤k} Π α for k = 1..kmax
+    idx = np.broadcast_to(np.clip(ks - 1, 0, kmax - 1), (len(decays),) + ks.shape)
+    return np.where(ks > 0, 1.0 + np.take_along_axis(cum, idx, axis=2), 0.0)
 
 
-def _errors(decay: float, ks: np.ndarray, obs: np.ndarray) -> np.ndarray:
-    """Per curve: squared relative error of L over its points, its α_1 matching its summed L."""
-    lo, hi = np.zeros(len(ks)), np.ones(len(ks))
+def _errors(decays: np.ndarray, ks: np.ndarray, obs: np.ndarray) -> np.ndarray:
+    """Per (decay, curve): squared relative error of L over the curve's points, its α_1 matching its summed L
+    (bisected for every decay at once)."""
+    shape = (len(decays), len(ks))
+    lo, hi = np.zeros(shape), np.ones(shape)
     target = obs.sum(axis=1)
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        low = _predict(mid, decay, ks).sum(axis=1) < target
+        low = _predict(mid, decays, ks).sum(axis=2) < target
         lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
-    pred = _predict(0.5 * (lo + hi), decay, ks)
+    pred = _predict(0.5 * (lo + hi), decays, ks)
     mask = ks > 0
-    return np.where(mask, ((pred - obs) / np.where(mask, obs, 1.0)) ** 2, 0.0).sum(axis=1)
+    return np.where(mask, ((pred - obs) / np.where(mask, obs, 1.0)) ** 2, 0.0).sum(axis=2)
 
 
 def error_table(cs: Sequence[Curve]) -> np.ndarray:
@@ -143,7 +146,7 @@ def error_table(cs: Sequence[Curve]) -> np.ndarray:
     for i, c in enumerate(cs):
         for j, (k, v) in enumerate(c.points):
             ks[i, j], obs[i, j] = k, v
-    return np.stack([_errors(float(d), ks, obs) for d in DECAY_GRID], axis=1)
+    return np.ascontiguousarray(_errors(DECAY_GRID, ks, obs).T)
 
 
 def fit_decay(cs: Sequence[Curve], table: Optional[np.ndarray] = None) -> Optional[float]:

@@ -33,8 +33,18 @@ PACKAGE_VERSION = "0.12.0"  # pinned in pyproject.toml; the tables are this rele
 _CACHE: Dict[Tuple[str, ...], pd.DataFrame] = {}
 
 
+_ROOT: Dict[str, Path] = {}  # the located data folder, once found (reading the installed version scans sys.path)
+
+
 def data_root() -> Path:
     """``<aiconfigurator_core>/systems/data``; :class:`ConfigError` when the pinned package is not installed."""
+    got = _ROOT.get(PACKAGE)
+    if got is None:
+        got = _ROOT[PACKAGE] = _locate()
+    return got
+
+
+def _locate() -> Path:
     from importlib import metadata, util
 
     try:
