@@ -29,6 +29,7 @@ import pandas as pd
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import cache_entries as CE
+from vidur_specdec.costs import isotonic
 from vidur_specdec.costs.cache_entries import default_cache_dir  # noqa: F401 (re-exported)
 from vidur_specdec.costs.ops import LINEAR_OPS
 
@@ -240,8 +241,6 @@ class OperatorTimeModel:
     def _fit_linear(mlp: pd.DataFrame, path: Path) -> Dict[str, List[float]]:
         n = np.arange(LINEAR_TABLE_TOKENS + 1, dtype=float)
         out = {}
-        from sklearn.isotonic import IsotonicRegression  # only when fitting (a second's import)
-
         for op in LINEAR_OPS:
             col = f"time_stats.{op}.median"
             if col not in mlp:
@@ -249,7 +248,7 @@ class OperatorTimeModel:
             g = mlp.groupby("num_tokens")[col].median().sort_index()
             x = g.index.to_numpy(float)
             # least-squares monotone fit: noise in one row does not lift every larger size
-            y = IsotonicRegression().fit(x, g.to_numpy(float)).predict(x)
+            y = isotonic.fit_predict(x, g.to_numpy(float))
             table = np.interp(n, x, y)
             above = n > x[-1]
             table[above] = y[-1] * n[above] / x[-1]  # beyond the profile: time ∝ tokens
@@ -333,6 +332,7 @@ _FIT_CACHE: Dict[str, OperatorTimeModel] = {}
 # a change to the fitting code: this module and the op list it fits
 _CODE_DIGEST = hashlib.sha256(
     Path(__file__).read_bytes() + Path(__file__).with_name("ops.py").read_bytes()
+    + Path(__file__).with_name("isotonic.py").read_bytes()
 ).hexdigest()
 
 
