@@ -211,6 +211,30 @@ def test_a_doctored_built_profile_is_rebuilt_not_used(tmp_path, capsys):
     assert "warning: predictor.cache_dir: cache entry" in err and "does not match its stored digest" in err
 
 
+def test_a_digest_without_its_data_is_a_cold_cache_but_data_without_its_digest_is_damage(tmp_path, capsys):
+    """An entry's digest is written before its data: a reader between the two (another process building the
+    same entry) finds no data and builds it again without a warning; data without a digest is never written
+    so, found, it is said and rebuilt."""
+    from vidur_specdec import simulate
+
+    cache = tmp_path / "c"
+    clear_memory_cache()
+    simulate(_built_run(tmp_path, cache))
+    (mlp,) = cache.glob("profiles/*/mlp.csv")
+    good = mlp.read_bytes()
+    mlp.unlink()  # the digest is left: the state between an entry's two writes
+    clear_memory_cache()
+    capsys.readouterr()
+    simulate(_built_run(tmp_path, cache))
+    assert mlp.read_bytes() == good and capsys.readouterr().err == ""
+    CE.digest_path(mlp).unlink()
+    clear_memory_cache()
+    simulate(_built_run(tmp_path, cache))
+    err = capsys.readouterr().err
+    assert "warning: predictor.cache_dir: cache entry" in err and "has no stored digest" in err
+    assert CE.digest_path(mlp).is_file()
+
+
 def test_a_cache_folder_inside_the_configs_folder_is_not_trusted(tmp_path, capsys):
     import yaml
 

@@ -10,9 +10,10 @@ A cache folder inside the folder of the config file that names it is not trusted
 per-user cache instead, with one warning line (:func:`vidur_specdec.config.paths.resolve_paths`), so a
 config folder cannot change a run's answers through its cache (docs/config.md, ``predictor.cache_dir``).
 Entries are written atomically (a temp sibling renamed into
-place); the data is written before its digest, so a crash between them leaves an entry that does not
-verify and is rebuilt. Entries of one key have identical bytes whoever writes them (deterministic
-files), so concurrent writers of one entry agree.
+place), the digest before the data: a reader, or a crash, between the two finds no data, which is a plain
+cold cache (built again, without a warning), never data without its digest. Entries of one key have
+identical bytes whoever writes them (deterministic files), so concurrent writers of one entry agree and a
+reader never sees one half-made (the screen of ``plan`` builds entries on several processes at once).
 """
 
 from __future__ import annotations
@@ -103,17 +104,22 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def write_entry(path: Union[str, Path], data: bytes) -> None:
-    """Write ``data`` to ``path`` and its digest beside it (both atomically; the data first). OSError passes."""
+    """Write ``data`` to ``path`` and its digest beside it (both atomically; the digest first, module docstring).
+    OSError passes."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(p, data)
     _write_atomic(digest_path(p), (sha256(data) + "\n").encode("ascii"))
+    _write_atomic(p, data)
 
 
-def seal(path: Union[str, Path]) -> None:
-    """Store the digest of the file already at ``path`` beside it (a built profile just written)."""
-    p = Path(path)
-    _write_atomic(digest_path(p), (sha256(p.read_bytes()) + "\n").encode("ascii"))
+def damaged(paths) -> Optional[str]:
+    """The first of ``paths`` that is there but does not verify, as ``'<path> <why>'``; None when every one
+    present verifies (an absent file is a cold cache, not damage)."""
+    for p in paths:
+        data, why = read_verified(p)
+        if why is not None:
+            return f"{p} {why}"
+    return None
 
 
 def warn_rebuilt(path: Union[str, Path], why: str) -> None:

@@ -177,7 +177,8 @@ def screen_row(s: Screened) -> Dict[str, Any]:
 def search_stage(spec: PlanSpec, st: Stage1, runner: Runner, say: Callable[[str], None]) -> Answer:
     """Simulate the survivors and a sample of the drops; the answer (ConfigError when no point meets the SLOs)."""
     survivors = [s for s in st.screened if s.verdict == "survivor"]
-    checked, unbuilt = check_tracks(st.screened, spec.base, spec.slo, spec.check_dropped, spec.max_num_seqs)
+    checked, unbuilt = check_tracks(st.screened, spec.base, spec.slo, spec.check_dropped, spec.max_num_seqs,
+                                    runner.jobs)
     tracks = search(runner, survivors, spec.base, spec.slo, spec.tolerance, st.budgets_given, checked)
     every = tracks + checked
     by_key = {t.key: t for t in every}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import functools
 import math
 import multiprocessing as mp
 from dataclasses import dataclass, field
@@ -134,16 +135,58 @@ def parents(c: Candidate) -> List[Candidate]:
 
 # what the screen's worker processes read (set before they fork; never pickled)
 _SHARED: Dict[str, Any] = {}
+# a process's verdicts so far: the refusal line, or (config, prepared run); parents are checked before children
+_CHECKED: Dict[Candidate, Any] = {}
 
 
-def estimate_job(i: int) -> Tuple:
-    """Candidate ``i``'s estimate in a worker (its prepared run inherited from the parent):
-    ``(estimate, workload, vLLM's max_num_seqs for it)``."""
-    cand, cfg, prepared = _SHARED["ready"][i]
-    e, w = estimate_one(cand, cfg, prepared, _SHARED["slo"])
-    seqs = cfg.scheduler.max_num_seqs if cand.mode == "colocated" else \
-        (cfg.disaggregation.decode.max_num_seqs or cfg.scheduler.max_num_seqs)
-    return e, w, seqs
+def _check(base: RunConfig, c: Candidate):
+    """``c``'s refusal line or its ``(config, prepared run)``; a refused parent refuses it without a check."""
+    got = _CHECKED.get(c)
+    if got is not None:
+        return got
+    for p in parents(c):
+        r = _check(base, p)
+        if isinstance(r, str):
+            got = _CHECKED[c] = r if r.startswith("as ") else f"as {p.shape.label} ({p.spec.name}): {r}"
+            return got
+    try:
+        got = check_and_prepare(base, c)
+    except ConfigError as e:
+        got = _first_line(e)
+    _CHECKED[c] = got
+    return got
+
+
+def family(c: Candidate) -> Candidate:
+    """The candidate's root: no speculation and no spare experts (its parents, :func:`parents`, share it)."""
+    from vidur_specdec.plan.candidates import NONE
+
+    sh = c.shape
+    if sh.mode == "colocated" and sh.redundant_experts is not None:
+        sh = dataclasses.replace(sh, redundant_experts=None)
+    return dataclasses.replace(c, shape=sh, spec=NONE)
+
+
+def screen_job(group: int) -> List:
+    """One family of candidates in a worker (its members in candidate order, so a parent's check serves its
+    children): per candidate its refusal line, or ``(estimate, workload, vLLM's max_num_seqs for it)``."""
+    base, slo = _SHARED["base"], _SHARED["slo"]
+    out: List = []
+    for c in _SHARED["groups"][group]:
+        r = _check(base, c)
+        if isinstance(r, str):
+            out.append(r)
+            continue
+        cfg, prepared = r
+        e, w = estimate_one(c, cfg, prepared, slo)
+        seqs = cfg.scheduler.max_num_seqs if c.mode == "colocated" else \
+            (cfg.disaggregation.decode.max_num_seqs or cfg.scheduler.max_num_seqs)
+        out.append((e, w, seqs))
+    return out
+
+
+def _offset_job(start: int, i: int) -> List:
+    return screen_job(start + i)
 
 
 def _map(fn, n: int, jobs: int) -> List:
@@ -154,47 +197,41 @@ def _map(fn, n: int, jobs: int) -> List:
         return list(ex.map(fn, range(n)))
 
 
-def refusals(base: RunConfig, cands: List[Candidate]) -> Dict[Candidate, Any]:
-    """Each candidate's refusal line, or its ``(config, prepared run)``; parents first (a refused parent refuses
-    its children without a check of their own). In this process: the fitted predictors stay here for the
-    estimates' and the simulations' forked workers."""
-    done: Dict[Candidate, Any] = {}
-
-    def check(c: Candidate):
-        if c in done:
-            return done[c]
-        for p in parents(c):
-            r = check(p)
-            if isinstance(r, str):
-                done[c] = r if r.startswith("as ") else f"as {p.shape.label} ({p.spec.name}): {r}"
-                return done[c]
-        try:
-            done[c] = check_and_prepare(base, c)
-        except ConfigError as e:
-            done[c] = _first_line(e)
-        return done[c]
-
+def checked(base: RunConfig, cands: List[Candidate], slo: Dict, jobs: int) -> Dict[Candidate, Any]:
+    """Each candidate's refusal line or its ``(estimate, workload, max_num_seqs)``, on ``jobs`` forked workers by
+    family (:func:`family`): the simulator's refusals and the estimates, the same whatever ``jobs``. The prepared
+    runs stay in the workers; a survivor is prepared again in this process (:func:`finish`), where the
+    simulations' workers fork from, its profiles and fitted predictors then read from the disk cache."""
+    groups: Dict[Candidate, List[Candidate]] = {}
     for c in cands:
-        check(c)
-    return done
+        groups.setdefault(family(c), []).append(c)
+    order = list(groups.values())
+    _SHARED.update(base=base, slo=slo, groups=order)
+    try:
+        results, i = [], 0
+        while i < len(order) and jobs > 1:  # this process first, up to a family the simulator accepts: the
+            results.append(screen_job(i))   # kernel tables, imports and fits every worker needs, made once
+            i += 1
+            if any(not isinstance(r, str) for r in results[-1]):
+                break
+        results += _map(functools.partial(_offset_job, i), len(order) - i, jobs)
+    finally:
+        _SHARED.clear()
+        _CHECKED.clear()
+    return {c: r for members, rs in zip(order, results) for c, r in zip(members, rs)}
 
 
 def screen(base: RunConfig, cands: List[Candidate], slo: Dict, top: int, max_num_seqs,
            log: Callable[[str], None], jobs: int = 1) -> List[Screened]:
     """Every candidate's verdict (in candidate order); survivors carry their config, schedule and first load."""
     out: List[Screened] = []
-    checked = refusals(base, cands)
-    ready = [(c, *checked[c]) for c in cands if not isinstance(checked[c], str)]
-    _SHARED.update(ready=ready, slo=slo)
-    try:
-        estimates = dict(zip((r[0] for r in ready), _map(estimate_job, len(ready), jobs)))
-    finally:
-        _SHARED.clear()
+    verdicts = checked(base, cands, slo, jobs)
     for c in cands:
-        if isinstance(checked[c], str):
-            out.append(Screened(c, "refused", checked[c]))
+        r = verdicts[c]
+        if isinstance(r, str):
+            out.append(Screened(c, "refused", r))
             continue
-        e, w, seqs = estimates[c]
+        e, w, seqs = r
         s = Screened(c, "", estimate=e, workload=w, default_seqs=seqs)
         s.pricing = {"workload": {"isl_mean": round(w.isl, 3), "osl_mean": round(w.osl, 3),
                                   "prompt_at_percentile": w.prompt_at_p, "context": w.context}}
@@ -208,9 +245,7 @@ def screen(base: RunConfig, cands: List[Candidate], slo: Dict, top: int, max_num
             s.verdict, s.reason = "estimate", "the static estimate meets both SLOs at no batch size"
         out.append(s)
     _rank(out, top)
-    for s in out:
-        if s.verdict == "survivor":
-            finish(s, base, max_num_seqs, slo)
+    finish_all([s for s in out if s.verdict == "survivor"], base, max_num_seqs, slo, jobs)
     log(f"plan: screened {len(out)} candidates: " + ", ".join(
         f"{n} {v}" for v, n in _counts(out).items() if n))
     return out
@@ -249,29 +284,67 @@ def _rank(out: List[Screened], top: int) -> None:
                                                  f"its class ({best:.1f}); rank {i + 1} of {len(group)}")
 
 
-def finish(s: Screened, base: RunConfig, max_num_seqs, slo: Dict) -> None:
-    """The survivor's max_num_seqs, its run config and schedule, and the first load to simulate (also run on the
-    dropped candidates the search checks)."""
+def _schedule_of(s: Screened, base: RunConfig, max_num_seqs) -> Tuple[int, Dict[str, Any], Optional[List], Any]:
+    """``(max_num_seqs, overrides, schedule ranges or None, the schedule's context tokens)`` of a candidate."""
     c = s.cand
     best = s.estimate.best or (s.estimate.curve[-1] if s.estimate.curve else {"batch": 1})
     b = best["batch"] * (c.shape.pp if c.mode == "colocated" else 1)  # PP micro-batches in flight
     seqs = auto_seqs(b, s.default_seqs) if max_num_seqs == "auto" else int(max_num_seqs)
-    s.max_num_seqs = seqs
     ov = c.overrides()
     if c.mode == "disaggregated":  # only the decode pool's batch is capped; the prefill pool keeps vLLM's default
         ov["disaggregation.decode.max_num_seqs"] = seqs
     else:
         ov["scheduler.max_num_seqs"] = seqs
-    cfg = build_config(base, ov)
-    if c.spec.enabled:
-        from vidur_specdec.tune.choose import choose_schedule
+    if not c.spec.enabled:
+        return seqs, ov, None, None
+    from vidur_specdec.tune.choose import choose_schedule
 
-        ranges, table = choose_schedule(cfg, c.spec.k_max)
-        s.schedule = [tuple(r) for r in ranges]
-        s.pricing["schedule_context_tokens"] = table["context_tokens"]
+    ranges, table = choose_schedule(build_config(base, ov), c.spec.k_max)
+    return seqs, ov, [tuple(r) for r in ranges], table["context_tokens"]
+
+
+def _schedule_job(i: int):
+    """A survivor's schedule in a worker: :func:`_schedule_of`'s tuple, or the ConfigError's line."""
+    s, base, max_num_seqs = _SHARED["finish"][i]
+    try:
+        return _schedule_of(s, base, max_num_seqs)
+    except ConfigError as e:
+        return _first_line(e)
+
+
+def finish_all(items: List[Screened], base: RunConfig, max_num_seqs, slo: Dict, jobs: int = 1) -> List[Optional[str]]:
+    """:func:`finish` for each, the schedules chosen on ``jobs`` forked workers (the step prices of every batch
+    size and k), the configs prepared here; per item None, or the line of the ConfigError that stopped it."""
+    _SHARED.update(finish=[(s, base, max_num_seqs) for s in items])
+    try:
+        chosen = _map(_schedule_job, len(items), jobs)
+    finally:
+        _SHARED.clear()
+    out: List[Optional[str]] = []
+    for s, ch in zip(items, chosen):
+        if isinstance(ch, str):
+            out.append(ch)
+            continue
+        try:
+            finish(s, base, max_num_seqs, slo, ch)
+            out.append(None)
+        except ConfigError as e:
+            out.append(_first_line(e))
+    return out
+
+
+def finish(s: Screened, base: RunConfig, max_num_seqs, slo: Dict, chosen=None) -> None:
+    """The survivor's max_num_seqs, its run config and schedule (``chosen``: :func:`_schedule_of`'s, when a worker
+    made it), and the first load to simulate (also run on the dropped candidates the search checks)."""
+    c = s.cand
+    seqs, ov, ranges, ctx = chosen if chosen is not None else _schedule_of(s, base, max_num_seqs)
+    s.max_num_seqs = seqs
+    if ranges is not None:
+        s.schedule = list(ranges)
+        s.pricing["schedule_context_tokens"] = ctx
         ov.update({"speculative.num_speculative_tokens": max(1, max(k for _, _, k in ranges)),
                    "speculative.num_speculative_tokens_per_batch_size": [list(r) for r in ranges]})
-        cfg = build_config(base, ov)
+    cfg = build_config(base, ov)
     from vidur_specdec.engine.simulation import prepare
 
     prepare(cfg)  # its predictors fitted here, where the simulations' workers fork from

@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 from vidur_specdec.config import RunConfig
 from vidur_specdec.plan.points import Point, Runner
-from vidur_specdec.plan.screen import Screened, finish
+from vidur_specdec.plan.screen import Screened, finish_all
 from vidur_specdec.tune.points import build_config
 
 MAX_BUDGET = 65536
@@ -196,14 +196,12 @@ def search(runner: Runner, survivors: List[Screened], base: RunConfig, slo: Dict
     return tracks + variants
 
 
-def check_tracks(screened: List[Screened], base: RunConfig, slo: Dict, n: int, max_num_seqs) -> Tuple[
+def check_tracks(screened: List[Screened], base: RunConfig, slo: Dict, n: int, max_num_seqs, jobs: int = 1) -> Tuple[
         List[Track], List[Dict]]:
     """Up to ``n`` candidates the screen dropped, to simulate (the best static estimate of each kind of drop
     first, in turn): a ranked-out one searched briefly (:data:`CHECK_POINTS` loads from its estimate), one
     dropped by a bound or the estimate at one request per scheduler. Returns their tracks and any that could not
     be built."""
-    from vidur_specdec.config import ConfigError
-
     pools = {v: [s for s in screened if s.verdict == v] for v in ("ranked", "estimate", "bound")}
     # a ranked-out twin of a survivor (the same shape, EPLB on or off) says little about the screen: last
     pools["ranked"].sort(key=lambda s: (s.reason.endswith("is simulated"), -(s.est_tok_s_gpu or 0.0)))
@@ -213,12 +211,10 @@ def check_tracks(screened: List[Screened], base: RunConfig, slo: Dict, n: int, m
             if pools[v] and len(order) < n:
                 order.append(pools[v].pop(0))
     tracks, failed = [], []
-    for s in order:
-        try:
-            finish(s, base, max_num_seqs, slo)
-        except ConfigError as e:
+    for s, why in zip(order, finish_all(order, base, max_num_seqs, slo, jobs)):
+        if why is not None:
             failed.append({"candidate": s.cand.label, "verdict": s.verdict, "reason": s.reason, "simulated": False,
-                           "note": str(e).splitlines()[0]})
+                           "note": why})
             continue
         tracks.append(new_track(s, True, phase="check", max_points=CHECK_POINTS if s.verdict == "ranked" else 1))
     return tracks, failed

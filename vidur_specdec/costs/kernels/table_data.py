@@ -21,7 +21,7 @@ row and lets a profile price a whole grid in one vectorised call.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,7 @@ from vidur_specdec.config import ConfigError
 
 PACKAGE = "aiconfigurator-core"
 PACKAGE_VERSION = "0.12.0"  # pinned in pyproject.toml; the tables are this release's
-_CACHE: Dict[Tuple[str, ...], pd.DataFrame] = {}
+_CACHE: Dict[Tuple[str, ...], Any] = {}  # the tables read, and what is derived from them (:func:`derived`)
 
 
 _ROOT: Dict[str, Path] = {}  # the located data folder, once found (reading the installed version scans sys.path)
@@ -165,6 +165,15 @@ def load(system: str, op: str, framework: str, version: str, table: str) -> pd.D
     if df is None:
         df = _CACHE[key] = read_table(table_path(system, op, framework, version, table), table)
     return df
+
+
+def derived(key: Tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, kept per process beside the tables it is computed from (a grid, a curve): ``key`` names the
+    tables and what is derived; dropped with them."""
+    got = _CACHE.get(key)
+    if got is None:
+        got = _CACHE[key] = make()
+    return got
 
 
 def load_optional(system: str, op: str, framework: str, version: str, table: str):

@@ -120,7 +120,9 @@ class TableKernels(RooflineKernels):
         TD.table_path(self.system, "comm", "nccl", self.nccl_version, "nccl_perf")
         if device.name in CUSTOM_AR.CAPABILITY:  # FlashInfer's all-reduce runs on this GPU
             TD.table_path(self.system, "comm", "trtllm", TRTLLM_AR_VERSION, "custom_allreduce_perf")
-        self._grids: Dict[tuple, object] = {}
+        # grids and curves read from the tables, shared by every instance on this GPU (a plan prepares hundreds)
+        self._grids: Dict[tuple, object] = TD.derived(("grids", self.system, device.name, self.ar_version,
+                                                       self.nccl_version), dict)
         self._ar: Dict[tuple, float] = {}
         self._readers: Dict[tuple, object] = {}
 

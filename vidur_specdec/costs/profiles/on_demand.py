@@ -42,7 +42,8 @@ from vidur_specdec.costs import sparse_attention as SA
 from vidur_specdec.hardware.devices import BUILTIN, DeviceSpec
 from vidur_specdec.architectures.models import KNOWN_MODELS, ModelSpec
 from vidur_specdec.costs.profiles import SHIPPED
-from vidur_specdec.costs.profiles import write_profile
+from vidur_specdec.costs.profiles import build_profile
+from vidur_specdec.costs.profiles.csv_text import to_csv_text
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs.operator_model import read_profile
 
@@ -125,10 +126,10 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
     key = build_key(model, device, tp, context, chunk, kernels)
     folder = Path(cache_dir) / "profiles" / key[:32]
     mlp, att = folder / "mlp.csv", folder / "attention.csv"
-    why = CE.verify_files((mlp, att))
-    if why is None:
+    if CE.verify_files((mlp, att)) is None:
         return mlp, att
-    if mlp.exists() or att.exists():  # an entry that does not verify (an absent one is a plain cold cache)
+    why = CE.damaged((mlp, att))  # a file there that does not verify (an absent one is a plain cold cache)
+    if why is not None:
         CE.warn_rebuilt(folder, f"holds a profile that does not verify: {why}")
 
     spec = ModelSpec(**{**model.to_dict(), "max_model_len": int(context)})
@@ -138,10 +139,10 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
             from vidur_specdec.costs.kernels.roofline import RooflineKernels
 
             priced = kernels if kernels is not None else RooflineKernels(device)
-        paths = write_profile(spec, device, tp, folder, max_chunk=chunk, kernels=priced)
-        for p in paths:
-            CE.seal(p)
-        return paths
+        tables = build_profile(spec, device, tp, max_chunk=chunk, kernels=priced)
+        for path, table in zip((mlp, att), tables):  # each with its digest, the digest first (cache_entries)
+            CE.write_entry(path, to_csv_text(table).encode("utf-8"))
+        return mlp, att
     except OSError as e:
         raise ConfigError(f"predictor.cache_dir: cannot write a built profile to {folder}: "
                           f"{e.strerror or type(e).__name__}") from None
