@@ -167,8 +167,16 @@ def family(c: Candidate) -> Candidate:
     return dataclasses.replace(c, shape=sh, spec=NONE)
 
 
+def _bundle(c: Candidate):
+    """What a worker takes at once, so that one worker builds and fits each profile: a candidate with the others
+    of its GPU, token budget and attention tensor parallel size (with pools, the prefill pool's, whose profile
+    is the pools' own: its context is the prompt's); its family among them."""
+    sh = c.shape
+    return (sh.mode, sh.device, c.budget, sh.tp if sh.mode == "colocated" else sh.prefill.tp)
+
+
 def screen_job(group: int) -> List:
-    """One family of candidates in a worker (its members in candidate order, so a parent's check serves its
+    """One bundle of candidates in a worker (:func:`_bundle`; in candidate order, so a parent's check serves its
     children): per candidate its refusal line, or ``(estimate, workload, vLLM's max_num_seqs for it)``."""
     base, slo = _SHARED["base"], _SHARED["slo"]
     out: List = []
@@ -199,12 +207,12 @@ def _map(fn, n: int, jobs: int) -> List:
 
 def checked(base: RunConfig, cands: List[Candidate], slo: Dict, jobs: int) -> Dict[Candidate, Any]:
     """Each candidate's refusal line or its ``(estimate, workload, max_num_seqs)``, on ``jobs`` forked workers by
-    family (:func:`family`): the simulator's refusals and the estimates, the same whatever ``jobs``. The prepared
+    bundle (:func:`_bundle`): the simulator's refusals and the estimates, the same whatever ``jobs``. The prepared
     runs stay in the workers; a survivor is prepared again in this process (:func:`finish`), where the
     simulations' workers fork from, its profiles and fitted predictors then read from the disk cache."""
-    groups: Dict[Candidate, List[Candidate]] = {}
-    for c in cands:
-        groups.setdefault(family(c), []).append(c)
+    groups: Dict[Any, List[Candidate]] = {}
+    for c in cands:  # families that read the same built profile together: one worker builds and fits it
+        groups.setdefault(_bundle(c), []).append(c)
     order = list(groups.values())
     _SHARED.update(base=base, slo=slo, groups=order)
     try:
