@@ -128,7 +128,10 @@ def test_missing_tables_and_rows_are_named():
 def test_pinned_package_version(monkeypatch):
     from importlib import metadata
 
+    from vidur_specdec.costs.kernels import table_data
+
     monkeypatch.setattr(metadata, "version", lambda name: "0.11.0")
+    monkeypatch.setattr(table_data, "_ROOT", {})  # as a fresh process finds it (the folder is located once)
     with pytest.raises(ConfigError, match="0.11.0 is installed"):
         F.table_path("h100_sxm")
 
