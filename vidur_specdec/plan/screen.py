@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import functools
 import math
 import multiprocessing as mp
 from dataclasses import dataclass, field
@@ -193,10 +192,6 @@ def screen_job(group: int) -> List:
     return out
 
 
-def _offset_job(start: int, i: int) -> List:
-    return screen_job(start + i)
-
-
 def _map(fn, n: int, jobs: int) -> List:
     """``fn(i)`` for i < n on ``jobs`` forked processes (inline for one), in order."""
     if jobs <= 1 or n <= 1 or "fork" not in mp.get_all_start_methods():
@@ -216,13 +211,11 @@ def checked(base: RunConfig, cands: List[Candidate], slo: Dict, jobs: int) -> Di
     order = list(groups.values())
     _SHARED.update(base=base, slo=slo, groups=order)
     try:
-        results, i = [], 0
-        while i < len(order) and jobs > 1:  # this process first, up to a family the simulator accepts: the
-            results.append(screen_job(i))   # kernel tables, imports and fits every worker needs, made once
-            i += 1
-            if any(not isinstance(r, str) for r in results[-1]):
-                break
-        results += _map(functools.partial(_offset_job, i), len(order) - i, jobs)
+        if jobs > 1:  # this process first, up to a candidate the simulator accepts: the kernel tables, imports
+            for c in cands:  # and first fit every worker needs, made once (its checks are the workers' too)
+                if not isinstance(_check(base, c), str):
+                    break
+        results = _map(screen_job, len(order), jobs)
     finally:
         _SHARED.clear()
         _CHECKED.clear()
