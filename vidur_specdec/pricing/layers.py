@@ -57,9 +57,10 @@ class MeanLayer:
         self._moe_for = self._moe_value = None  # the last plan whose MoE layer was priced, and its price
 
     # ------------------------------------------------------------------ the step's ops
-    def ops(self, plan, moe=None, dense_share: float = 1.0, pp_send: float = 0.0) -> tuple:
+    def ops(self, plan, moe=None, dense_share: float = 1.0, pp_send: float = 0.0, attention=None) -> tuple:
         """Vidur's ``ExecutionTime`` values (ms) of the step's mean layer; ``moe`` (ms, experts) of a MoE layer;
-        ``dense_share`` the share of the priced layers whose MLP is dense; ``pp_send`` the stage's send (ms)."""
+        ``dense_share`` the share of the priced layers whose MLP is dense; ``pp_send`` the stage's send (ms);
+        ``attention`` this layer's :meth:`attention` of the plan, when the caller has it."""
         T = plan.num_tokens
         lin = self._linear.get(T)
         if lin is None:
@@ -70,8 +71,13 @@ class MeanLayer:
             up = dense_share * up + (1.0 - dense_share) * moe[0]
             down = dense_share * down
             act = dense_share * act
-        return (rope, 0.0, self.decode_ms(plan, comp), self.prefill_ms(comp), pre, post, up, down, act, attn_norm,
-                mlp_norm, add, tp_comm, pp_send)
+        decode, prefill = attention if attention is not None else (self.decode_ms(plan, comp), self.prefill_ms(comp))
+        return (rope, 0.0, decode, prefill, pre, post, up, down, act, attn_norm, mlp_norm, add, tp_comm, pp_send)
+
+    def attention(self, plan) -> Tuple[float, float]:
+        """(decode and verify attention, prefill attention) of the plan's mean layer (ms)."""
+        comp = plan.composition
+        return self.decode_ms(plan, comp), self.prefill_ms(comp)
 
     def _linear_ops(self, T: int) -> tuple:
         """The ops that depend on the step's token count only (memoised)."""

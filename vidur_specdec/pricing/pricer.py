@@ -80,6 +80,7 @@ class StepPricer:
         self.num_layers = model.num_layers
         self._extra = {}  # (logit rows, requests, verifying) -> StepCost
         self._logits = {}  # logit rows -> (LM head ms, sampling ms)
+        self._stages = {}  # id(plan) -> (plan, {part: value}): what every pipeline stage of a step shares
         if self.pp > 1:
             self.stage_ranges = [pipeline.stage_range(model.num_layers, self.pp, s) for s in range(self.pp)]
             self.stage_layer = [self._stage_layer(*r) for r in self.stage_ranges]
@@ -175,18 +176,31 @@ class StepPricer:
         start, end = self.stage_ranges[stage]
         n = end - start
         layer = self.stage_layer[stage]  # a hybrid model's stage: its own full/linear mix
+        # the step's stages share its MoE layer's price and, stage layers alike, its attention: priced once per
+        # step (a step's stages are priced as its micro-batch reaches them, between other steps' stages)
+        shared = self._stages.get(id(plan))
+        if shared is None or shared[0] is not plan:
+            if len(self._stages) >= 4 * self.pp:
+                self._stages.clear()
+            shared = self._stages[id(plan)] = (plan, {})
+        parts = shared[1]
+        attention = parts.get(id(layer))
+        if attention is None:
+            attention = parts[id(layer)] = layer.attention(plan)
         moe, moe_layers, share = None, 0, layer.dense_share
         if layer.moe_spec is not None:
             dense = max(0, min(end, layer.moe_spec.dense_layers) - start)
             share = dense / n
             moe_layers = n - dense
-            moe = self.layer.moe(plan)  # one MoE price per step, whatever the stage
+            moe = parts.get("moe")
+            if moe is None:
+                moe = parts["moe"] = self.layer.moe(plan)  # one MoE price per step, whatever the stage
         last = stage == self.pp - 1
         send = 0.0
         if not last:
             nbytes = pipeline.send_bytes(plan.num_tokens, self.model.hidden_size, self.aux[stage])
             send = pipeline.send_ms(self.kernels.device, nbytes, self.tp, stage)
-        ops = layer.ops(plan, moe, share, send)
+        ops = layer.ops(plan, moe, share, send, attention)
         draft = self.draft_ms(plan.composition) if last else 0.0
         comm = 2 * n * ops[12]
         extra = self.extra(plan)
