@@ -156,20 +156,11 @@ def _check(base: RunConfig, c: Candidate):
     return got
 
 
-def family(c: Candidate) -> Candidate:
-    """The candidate's root: no speculation and no spare experts (its parents, :func:`parents`, share it)."""
-    from vidur_specdec.plan.candidates import NONE
-
-    sh = c.shape
-    if sh.mode == "colocated" and sh.redundant_experts is not None:
-        sh = dataclasses.replace(sh, redundant_experts=None)
-    return dataclasses.replace(c, shape=sh, spec=NONE)
-
-
 def _bundle(c: Candidate):
     """What a worker takes at once, so that one worker builds and fits each profile: a candidate with the others
     of its GPU, token budget and attention tensor parallel size (with pools, the prefill pool's, whose profile
-    is the pools' own: its context is the prompt's); its family among them."""
+    is the pools' own: its context is the prompt's); its parents (:func:`parents`: itself without speculation or
+    spare experts) among them."""
     sh = c.shape
     return (sh.mode, sh.device, c.budget, sh.tp if sh.mode == "colocated" else sh.prefill.tp)
 
