@@ -205,21 +205,48 @@ def _woken(n: np.ndarray, key: tuple) -> np.ndarray:
     return got
 
 
-def _group_var(n: np.ndarray, p, a, b) -> np.ndarray:
-    """Variance of the count of expert e within groups of sizes n (summed over groups): (E,)."""
-    lam = np.clip(a - b, -1.0, 1.0)
-    base = p * (1.0 - p)
+def _group_var(n: np.ndarray, p, a, b, key=None) -> np.ndarray:
+    """Variance of the count of expert e within groups of sizes n (summed over groups): (E,). ``key``: the routing
+    chain (E, top_k, rho, zipf_s) p, a and b come from, when the caller has it (each size's factor is memoised)."""
+    lam, base = _var_parts(key) if key is not None else _lam_base(p, a, b)
     tot = np.zeros_like(p)
     for size, c in _size_counts(n):
+        f = _var_factor(size, lam, key)
+        tot = tot + c * size * base * f
+    return tot
+
+
+def _lam_base(p, a, b):
+    return np.clip(a - b, -1.0, 1.0), p * (1.0 - p)
+
+
+@lru_cache(maxsize=256)
+def _var_parts(key: tuple):
+    p, a, b = _chain(*key)
+    return _lam_base(p, a, b)
+
+
+_VAR_FACTOR: dict = {}  # (chain key, group size) -> 1 + 2 sum_{j<n} (1 - j/n) lam^j per expert, read only
+
+
+def _var_factor(size, lam, key=None) -> np.ndarray:
+    """A group of ``size`` tokens' factor on an expert's single-token count variance (memoised per chain; ``size``
+    as :func:`_size_counts` gives it, an ``np.int64``)."""
+    got = _VAR_FACTOR.get((key, int(size))) if key is not None else None
+    if got is None:
         if size == 1:
-            f = np.ones_like(p)
+            got = np.ones_like(lam)
         else:  # sum_{j=1}^{n-1} (1 - j/n) lam^j in closed form; (n-1)/2 at lam -> 1
             one = np.abs(1.0 - lam) < 1e-9
             d = np.where(one, 1.0, 1.0 - lam)
             s = lam / d - lam * (1.0 - lam ** size) / (size * d * d)
-            f = 1.0 + 2.0 * np.where(one, (size - 1) / 2.0, s)
-        tot = tot + c * size * base * f
-    return tot
+            got = 1.0 + 2.0 * np.where(one, (size - 1) / 2.0, s)
+        if key is not None:
+            got.setflags(write=False)
+            if len(_VAR_FACTOR) >= WOKEN_MEMO_LIMIT:
+                _VAR_FACTOR.clear()
+            _VAR_FACTOR[(key, int(size))] = got
+    return got
 
 
 def _owner(num_experts: int, ep: int, placement: str) -> np.ndarray:
@@ -241,7 +268,7 @@ def _rank_loads(n: np.ndarray, num_experts: int, top_k: int, ep: int, rho: float
     w_mean = np.bincount(owner, woken, ep)
     w_sd = np.sqrt(np.bincount(owner, woken * (1.0 - woken), ep))
     r_mean = np.bincount(owner, n.sum() * p, ep)
-    r_sd = np.sqrt(np.bincount(owner, _group_var(n, p, a, b), ep))
+    r_sd = np.sqrt(np.bincount(owner, _group_var(n, p, a, b, key), ep))
     return (w_mean, w_sd), (r_mean, r_sd)
 
 
