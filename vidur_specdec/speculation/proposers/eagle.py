@@ -179,5 +179,16 @@ class EagleProposer(Proposer):
 
     def step_time_ms(self, comp) -> float:
         device, tp = self._device_tp()
-        passes = draft_passes(comp, self.tree_levels)
+        passes = self.passes(comp)
         return sum(self.pass_ms(p, i == 0, device, tp) for i, p in enumerate(passes))
+
+    def passes(self, comp) -> list:
+        """The step's passes (:func:`draft_passes`), kept for the few steps last asked about: a data-parallel
+        group reads each rank's twice (its drafter's time, then its MoE passes over every rank)."""
+        memo = self.__dict__.setdefault("_passes_memo", {})
+        got = memo.get(id(comp))
+        if got is None or got[0] is not comp:
+            if len(memo) >= 64:
+                memo.clear()
+            got = memo[id(comp)] = (comp, draft_passes(comp, self.tree_levels))
+        return got[1]

@@ -23,7 +23,6 @@ from dataclasses import replace
 from vidur_specdec.architectures import quant
 from vidur_specdec.speculation.proposers.base import register
 from vidur_specdec.speculation.proposers.eagle import EagleProposer
-from vidur_specdec.speculation.proposers.head_cost import draft_passes
 
 
 def _pass_groups(p) -> list:
@@ -78,7 +77,7 @@ class MTPProposer(EagleProposer):
         then one token per drafting request), one layer per pass."""
         if self.moe_spec() is None:
             return []
-        return [g for g in (_pass_groups(p) for p in draft_passes(comp, self.tree_levels)) if g]
+        return [g for g in (_pass_groups(p) for p in self.passes(comp)) if g]
 
     def memory_bytes(self, tp: int = 1):
         """(weight bytes, KV bytes per token) per GPU; an MoE target's modules count their experts and MLA KV."""
