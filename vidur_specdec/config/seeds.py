@@ -7,9 +7,11 @@ tag), so adding a stream never shifts the draws of another.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional
 
 import numpy as np
+
+from vidur_specdec.config.memo import BoundedMemo
 
 WORKLOAD_STREAM = 1  # arrivals and token lengths (engine.workload; validate.workload's gamma arrivals)
 ACCEPTANCE_STREAM = 2  # per request: one uniform per decode step (speculation.acceptance)
@@ -29,8 +31,8 @@ def beta_around(mean: float, spread: Optional[float], seed: int, tag: int, index
     return float(rng.beta(mean * c, (1 - mean) * c))
 
 
-_STREAMS: Dict[Tuple[int, int, int], List[float]] = {}  # (seed, tag, index) -> the longest stream drawn so far
 STREAM_MEMO_LIMIT = 200_000  # streams kept before the memo is cleared (a sweep's or tune's points share them)
+_STREAMS = BoundedMemo(STREAM_MEMO_LIMIT)  # (seed, tag, index) -> the longest stream drawn so far
 
 
 def uniform_stream(seed: int, tag: int, index: int, n: int) -> List[float]:
@@ -41,7 +43,5 @@ def uniform_stream(seed: int, tag: int, index: int, n: int) -> List[float]:
     key = (int(seed), int(tag), int(index))
     got = _STREAMS.get(key)
     if got is None or len(got) < n:
-        if len(_STREAMS) >= STREAM_MEMO_LIMIT:
-            _STREAMS.clear()
-        got = _STREAMS[key] = np.random.default_rng(list(key)).random(n).tolist()
+        got = _STREAMS.put(key, np.random.default_rng(list(key)).random(n).tolist())
     return got if len(got) == n else got[:n]

@@ -50,6 +50,8 @@ from typing import Iterable, Sequence, Tuple
 
 import numpy as np
 
+from vidur_specdec.config.memo import BoundedMemo
+
 DEFAULT_RHO = 0.55
 DEFAULT_ZIPF_S = 0.0
 
@@ -185,8 +187,8 @@ def expected_distinct(groups: Sequence[int], num_experts: int, top_k: int,
     return float(np.sum(_woken(n, key)))
 
 
-_WOKEN: dict = {}  # (chain key, group-size counts) -> P(each expert woken), read only
 WOKEN_MEMO_LIMIT = 4096
+_WOKEN = BoundedMemo(WOKEN_MEMO_LIMIT)  # (chain key, group-size counts) -> P(each expert woken), read only
 
 
 def _woken(n: np.ndarray, key: tuple) -> np.ndarray:
@@ -199,9 +201,7 @@ def _woken(n: np.ndarray, key: tuple) -> np.ndarray:
         p, _, b = _chain(*key)
         got = -np.expm1(_log_not_woken(n, p, b, _chain_logs(*key), counts))
         got.setflags(write=False)
-        if len(_WOKEN) >= WOKEN_MEMO_LIMIT:
-            _WOKEN.clear()
-        _WOKEN[memo_key] = got
+        _WOKEN.put(memo_key, got)
     return got
 
 
@@ -226,7 +226,7 @@ def _var_parts(key: tuple):
     return _lam_base(p, a, b)
 
 
-_VAR_FACTOR: dict = {}  # (chain key, group size) -> 1 + 2 sum_{j<n} (1 - j/n) lam^j per expert, read only
+_VAR_FACTOR = BoundedMemo(WOKEN_MEMO_LIMIT)  # (chain key, group size) -> 1 + 2 sum_{j<n} (1 - j/n) lam^j, read only
 
 
 def _var_factor(size, lam, key=None) -> np.ndarray:
@@ -243,9 +243,7 @@ def _var_factor(size, lam, key=None) -> np.ndarray:
             got = 1.0 + 2.0 * np.where(one, (size - 1) / 2.0, s)
         if key is not None:
             got.setflags(write=False)
-            if len(_VAR_FACTOR) >= WOKEN_MEMO_LIMIT:
-                _VAR_FACTOR.clear()
-            _VAR_FACTOR[(key, int(size))] = got
+            _VAR_FACTOR.put((key, int(size)), got)
     return got
 
 

@@ -48,6 +48,7 @@ slowest) and ``dp_idle_ranks`` (ranks running the dummy batch).
 
 from __future__ import annotations
 
+from vidur_specdec.config.memo import BoundedMemo
 from vidur_specdec.pricing import dbo as DBO
 from vidur_specdec.pricing.layers import MEMO_LIMIT
 from vidur_specdec.pricing.plan import StepComposition, idle_rank_plan
@@ -77,14 +78,12 @@ class GroupPricer:
             raise ValueError("data parallel > 1 needs a mixture-of-experts target")
         self.p = pricer
         self.dbo = dbo  # a pricing.dbo.DualBatchOverlap, or None: every step runs whole
-        self._memo = {}
+        self._memo = BoundedMemo(MEMO_LIMIT)
 
     def _cached(self, key, fn):
         v = self._memo.get(key)
         if v is None:
-            if len(self._memo) >= MEMO_LIMIT:
-                self._memo.clear()
-            v = self._memo[key] = fn()
+            v = self._memo.put(key, fn())
         return v
 
     def _moe_part(self, groups, scope: str):

@@ -23,8 +23,9 @@ decode steps repeat their token counts and group sizes, prefill mixes rarely do.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
+from vidur_specdec.config.memo import BoundedMemo
 from vidur_specdec.architectures.layer_plan import gdn_conv_dim
 from vidur_specdec.pricing.global_layers import GlobalLayerMix
 
@@ -50,10 +51,10 @@ class MeanLayer:
         self.full_share = (1.0 if not self.hybrid else full_share if full_share is not None
                            else (model.num_layers - model.linear_layers) / model.num_layers)
         self.global_mix = GlobalLayerMix(model, tp, kernels) if getattr(model, "global_head_dim", 0) else None
-        self._linear: Dict[int, tuple] = {}  # tokens -> (rope, pre, post, up, down, act, attn_norm, mlp_norm, add, tp)
-        self._moe_memo: Dict[tuple, Tuple[float, float]] = {}
-        self._gdn_memo: Dict[tuple, float] = {}
-        self._proj_memo: Dict[int, Tuple[float, float]] = {}
+        self._linear = BoundedMemo(MEMO_LIMIT)  # tokens -> (rope, pre, post, up, down, act, attn_norm, mlp_norm, add, tp)
+        self._moe_memo = BoundedMemo(MEMO_LIMIT)  # group sizes -> (ms, experts woken)
+        self._gdn_memo = BoundedMemo(MEMO_LIMIT)  # (decodes, their tokens, chunks, their tokens) -> ms
+        self._proj_memo = BoundedMemo(MEMO_LIMIT)  # tokens -> (input, output projection ms)
         self._moe_for = self._moe_value = None  # the last plan whose MoE layer was priced, and its price
 
     # ------------------------------------------------------------------ the step's ops
@@ -92,9 +93,7 @@ class MeanLayer:
         out = (m.linear_ms("attn_rope", T), pre, post, m.linear_ms("mlp_up_proj", T), m.linear_ms("mlp_down_proj", T),
                m.linear_ms("mlp_act", T), m.linear_ms("input_layernorm", T), m.linear_ms("post_attention_layernorm", T),
                m.linear_ms("add", T), tp_comm)
-        if len(self._linear) >= MEMO_LIMIT:
-            self._linear.clear()
-        self._linear[T] = out
+        self._linear.put(T, out)
         return out
 
     # ------------------------------------------------------------------ attention
@@ -140,9 +139,7 @@ class MeanLayer:
                    float(g(tokens, hv // tp, s.hidden_size, dt)))
             f = self.full_share
             got = (f * full[0] + (1 - f) * lin[0], f * full[1] + (1 - f) * lin[1])
-            if len(self._proj_memo) >= MEMO_LIMIT:
-                self._proj_memo.clear()
-            self._proj_memo[tokens] = got
+            self._proj_memo.put(tokens, got)
         return got
 
     def linear_attention_ms(self, comp) -> float:
@@ -152,10 +149,8 @@ class MeanLayer:
         key = (len(comp.decode_q), sum(comp.decode_q), len(chunks), sum(chunks))
         cached = self._gdn_memo.get(key)
         if cached is None:
-            if len(self._gdn_memo) >= MEMO_LIMIT:
-                self._gdn_memo.clear()
-            cached = self._gdn_memo[key] = self.kernels.linear_attention_ms(self.hybrid, self.tp, comp.decode_q,
-                                                                             chunks)
+            cached = self._gdn_memo.put(key, self.kernels.linear_attention_ms(self.hybrid, self.tp, comp.decode_q,
+                                                                              chunks))
         return cached
 
     # ------------------------------------------------------------------ mixture of experts
@@ -168,8 +163,6 @@ class MeanLayer:
         key = tuple(sorted(groups))  # the cost depends on the multiset of group sizes only
         cached = self._moe_memo.get(key)
         if cached is None:
-            if len(self._moe_memo) >= MEMO_LIMIT:
-                self._moe_memo.clear()
-            cached = self._moe_memo[key] = self.kernels.fused_moe_ms(self.moe_spec, self.tp, groups, ep=self.ep)
+            cached = self._moe_memo.put(key, self.kernels.fused_moe_ms(self.moe_spec, self.tp, groups, ep=self.ep))
         self._moe_for, self._moe_value = plan, cached
         return cached

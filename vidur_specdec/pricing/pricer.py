@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from vidur_specdec.config.memo import BoundedMemo
 from vidur_specdec.architectures import layer_plan
 from vidur_specdec.costs import pipeline
 from vidur_specdec.costs.step_overheads import StepCost
@@ -78,9 +79,10 @@ class StepPricer:
             proposer.bind(ProposerContext(kernels.device, self.tp, all_reduce, kernels, data_parallel=self.dp > 1))
         self.layer = MeanLayer(target, model, self.tp, kernels, verify_cost, ep=self.ep)
         self.num_layers = model.num_layers
-        self._extra = {}  # (logit rows, requests, verifying) -> StepCost
-        self._logits = {}  # logit rows -> (LM head ms, sampling ms)
-        self._stages = {}  # id(plan) -> (plan, {part: value}): what every pipeline stage of a step shares
+        self._extra = BoundedMemo(MEMO_LIMIT)  # (logit rows, requests, verifying) -> StepCost
+        self._logits = BoundedMemo(MEMO_LIMIT)  # logit rows -> (LM head ms, sampling ms)
+        # id(plan) -> (plan, {part: value}): what every pipeline stage of a step shares (steps in flight: <= pp)
+        self._stages = BoundedMemo(4 * self.pp)
         if self.pp > 1:
             self.stage_ranges = [pipeline.stage_range(model.num_layers, self.pp, s) for s in range(self.pp)]
             self.stage_layer = [self._stage_layer(*r) for r in self.stage_ranges]
@@ -129,15 +131,11 @@ class StepPricer:
         key = (plan.logit_rows, len(plan.request_ids), plan.verifying)
         got = self._extra.get(key)
         if got is None:
-            if len(self._extra) >= MEMO_LIMIT:
-                self._extra.clear()
             rows = key[0]  # the LM head and sampling depend on the rows only: a large batch's steps share them
             logits = self._logits.get(rows)
             if logits is None:
-                if len(self._logits) >= MEMO_LIMIT:
-                    self._logits.clear()
-                logits = self._logits[rows] = self.overheads.logits_ms(rows)
-            got = self._extra[key] = self.overheads.cost_rows(*key, logits=logits)
+                logits = self._logits.put(rows, self.overheads.logits_ms(rows))
+            got = self._extra.put(key, self.overheads.cost_rows(*key, logits=logits))
         return got
 
     def draft_ms(self, comp: StepComposition) -> float:
@@ -180,9 +178,7 @@ class StepPricer:
         # step (a step's stages are priced as its micro-batch reaches them, between other steps' stages)
         shared = self._stages.get(id(plan))
         if shared is None or shared[0] is not plan:
-            if len(self._stages) >= 4 * self.pp:
-                self._stages.clear()
-            shared = self._stages[id(plan)] = (plan, {})
+            shared = self._stages.put(id(plan), (plan, {}))
         parts = shared[1]
         attention = parts.get(id(layer))
         if attention is None:

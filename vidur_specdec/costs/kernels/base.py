@@ -21,6 +21,8 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
+from vidur_specdec.config.memo import BoundedMemo
+
 #: Op families a source names in ``summary.json`` (``kernel_sources``).
 OP_FAMILIES = ("gemm", "attention_decode", "attention_prefill", "elementwise", "all_reduce", "moe", "lm_head")
 #: ``kernel_sources.moe`` of a model without MoE layers (every source)
@@ -34,7 +36,7 @@ class KernelSource:
 
     def __init__(self, device) -> None:
         self.device = device  # vidur_specdec.hardware.devices.DeviceSpec
-        self._lm_head: Dict[Tuple[int, int, int, int], float] = {}
+        self._lm_head = BoundedMemo(8192)  # (hidden, vocab, tp, rows) -> ms
 
     # ------------------------------------------------------------------ primitives
     def gemm_ms(self, m, k: int, n: int, dtype: str = "bf16"):
@@ -127,8 +129,6 @@ class KernelSource:
         key = (int(hidden), int(vocab), int(tp), int(rows))
         t = self._lm_head.get(key)
         if t is None:
-            if len(self._lm_head) >= 8192:
-                self._lm_head.clear()
             n = -(-int(vocab) // int(tp))
-            t = self._lm_head[key] = float(self.gemm_ms(int(rows), int(hidden), n, "bf16"))
+            t = self._lm_head.put(key, float(self.gemm_ms(int(rows), int(hidden), n, "bf16")))
         return t

@@ -47,6 +47,7 @@ import numpy as np
 
 from vidur_specdec.architectures import quant
 from vidur_specdec.config import ConfigError
+from vidur_specdec.config.memo import BoundedMemo
 from vidur_specdec.costs import fused_moe_table as FM
 from vidur_specdec.costs import all_to_all, moe_layer, routing
 from vidur_specdec.costs import sparse_attention as SA
@@ -123,7 +124,7 @@ class TableKernels(RooflineKernels):
         # grids and curves read from the tables, shared by every instance on this GPU (a plan prepares hundreds)
         self._grids: Dict[tuple, object] = TD.derived(("grids", self.system, device.name, self.ar_version,
                                                        self.nccl_version), dict)
-        self._ar: Dict[tuple, float] = {}
+        self._ar = BoundedMemo(65536)  # (kind, GPUs, bytes) -> ms
         self._readers: Dict[tuple, object] = {}
 
     # ------------------------------------------------------------------ naming
@@ -351,9 +352,7 @@ class TableKernels(RooflineKernels):
         key = (kind, world, nbytes)
         t = self._ar.get(key)
         if t is None:
-            if len(self._ar) >= 65536:
-                self._ar.clear()
-            t = self._ar[key] = float(TD.interp1(float(nbytes), *self._ar_curve(kind, world)))
+            t = self._ar.put(key, float(TD.interp1(float(nbytes), *self._ar_curve(kind, world))))
         return t
 
     def _has_ar_rows(self, kind: str, world: int) -> bool:

@@ -27,6 +27,7 @@ Head weights and KV (one layer's KV per token held) count against memory.
 
 from __future__ import annotations
 
+from vidur_specdec.config.memo import BoundedMemo
 from vidur_specdec.costs.lm_head import lm_head_ms
 from vidur_specdec.speculation.proposers.base import _target_spec, Proposer, register
 from vidur_specdec.speculation.proposers.head_cost import PassOverheads, attention_ms, draft_passes
@@ -137,12 +138,12 @@ class EagleProposer(Proposer):
         n = p.tokens
         # what depends on the pass's tokens, logits rows and place only (memoised: it is on every step's path)
         key = (n, p.rows, first, device, tp)
-        memo = self.__dict__.setdefault("_pass_memo", {})
+        memo = self.__dict__.get("_pass_memo")
+        if memo is None:
+            memo = self._pass_memo = BoundedMemo(65536)
         fixed = memo.get(key)
         if fixed is None:
-            if len(memo) >= 65536:
-                memo.clear()
-            fixed = memo[key] = self._fixed_parts(n, p.rows, first, device, tp)
+            fixed = memo.put(key, self._fixed_parts(n, p.rows, first, device, tp))
         lin, wider = fixed[0], fixed[1]
         layer = lin + attention_ms(self.target_time, self.verify, p) + self.layer_mlp_ms(p, device, tp)
         if wider is not None:  # QKV projection reads a wider input: its GEMM is that much larger
@@ -185,10 +186,10 @@ class EagleProposer(Proposer):
     def passes(self, comp) -> list:
         """The step's passes (:func:`draft_passes`), kept for the few steps last asked about: a data-parallel
         group reads each rank's twice (its drafter's time, then its MoE passes over every rank)."""
-        memo = self.__dict__.setdefault("_passes_memo", {})
+        memo = self.__dict__.get("_passes_memo")
+        if memo is None:
+            memo = self._passes_memo = BoundedMemo(64)
         got = memo.get(id(comp))
         if got is None or got[0] is not comp:
-            if len(memo) >= 64:
-                memo.clear()
-            got = memo[id(comp)] = (comp, draft_passes(comp, self.tree_levels))
+            got = memo.put(id(comp), (comp, draft_passes(comp, self.tree_levels)))
         return got[1]

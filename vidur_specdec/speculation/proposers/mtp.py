@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from vidur_specdec.config.memo import BoundedMemo
 from vidur_specdec.architectures import quant
 from vidur_specdec.speculation.proposers.base import register
 from vidur_specdec.speculation.proposers.eagle import EagleProposer
@@ -55,12 +56,15 @@ class MTPProposer(EagleProposer):
         # over every rank's tokens and the module's dispatch and combine (vidur_specdec/pricing/data_parallel.py)
         scope = "local" if getattr(getattr(self, "ctx", None), "data_parallel", False) else "all"
         key = (tuple(sorted(groups)), tp, device, scope)
-        cache = self.__dict__.setdefault("_moe_cache", {})
-        if key not in cache:  # the run's kernel source prices the MoE layer (once per group multiset), at the
+        cache = self.__dict__.get("_moe_cache")
+        if cache is None:
+            cache = self._moe_cache = BoundedMemo(65536)
+        ms = cache.get(key)
+        if ms is None:  # the run's kernel source prices the MoE layer (once per group multiset), at the
             # format the checkpoint stores its MTP module in (an NVFP4 checkpoint keeps it bf16: quant.mtp_spec)
-            cache[key] = self.kernels_on(device).fused_moe_ms(self.moe_spec(), tp, groups, ep=self.ep,
-                                                              scope=scope)[0]
-        return cache[key] - self.target_mlp_ms(p.tokens)
+            ms = cache.put(key, self.kernels_on(device).fused_moe_ms(self.moe_spec(), tp, groups, ep=self.ep,
+                                                                     scope=scope)[0])
+        return ms - self.target_mlp_ms(p.tokens)
 
     def moe_spec(self):
         """The MTP module's MoE layer: the target's at the format the checkpoint stores the module in (None on a
