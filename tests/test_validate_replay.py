@@ -11,7 +11,8 @@ import pytest
 from vidur_specdec.engine.metrics import REQUEST_COLUMNS
 from vidur_specdec.validate.counters import scrape, spec_counters
 from vidur_specdec.validate.fake_server import FakeEngineConfig, FakeServer
-from vidur_specdec.validate.replay import _SSE, _Rec, _Response, replay
+from vidur_specdec.validate.replay import _Response, replay
+from vidur_specdec.validate.sse import _SSE, _Rec
 
 
 def _trace(n=10, gap=0.01, prompt=24, output=30):
