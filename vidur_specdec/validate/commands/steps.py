@@ -39,7 +39,7 @@ def run(args) -> int:
     warnings = []
     if args.config:  # flag runs whose GPU, model or method differ from the config
         # lazy: start-up cost of pandas, prometheus_client
-        from vidur_specdec.validate.steplogs import config_mismatches
+        from vidur_specdec.validate.steplog_match import config_mismatches
 
         warnings = config_mismatches(cfg, tables)
     clear_out(args, out)
