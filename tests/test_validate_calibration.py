@@ -19,7 +19,7 @@ from vidur_specdec.validate.calibrate import (
 )
 from vidur_specdec.validate.cli import main
 from vidur_specdec.validate.counters import Snapshot, cache_info, spec_counters
-from vidur_specdec.validate.fake_server import FakeEngineConfig, _Metrics
+from vidur_specdec.validate.fake_engine import FakeEngineConfig, _Metrics
 
 
 def _engine_metrics(k=4, blocks=1234, block_size=16):

@@ -13,7 +13,7 @@ from vidur_specdec.speculation.acceptance import AcceptanceModel
 from vidur_specdec.validate.calibrate import calibrate
 from vidur_specdec.validate.common import ValidateError
 from vidur_specdec.validate.counters import Snapshot
-from vidur_specdec.validate.fake_server import FakeEngineConfig, _Metrics
+from vidur_specdec.validate.fake_engine import FakeEngineConfig, _Metrics
 from vidur_specdec.validate.pinned import pinned, synthetic_rates
 
 EAGLE3_8B = ["device=h100", "model=meta-llama/Llama-3.1-8B-Instruct", "speculative.method=eagle3",
