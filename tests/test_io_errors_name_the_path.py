@@ -41,7 +41,7 @@ def test_a_write_past_the_file_size_limit_names_the_file(tmp_path, command, targ
 
 def _writers(d):
     from vidur_specdec.costs.profiles import write_tables
-    from vidur_specdec.report.page import _atomic_write
+    from vidur_specdec.report.results import write_text_atomic
     from vidur_specdec.sweep.table import atomic_write
     from vidur_specdec.validate.common import write_csv, write_text
 
@@ -49,7 +49,7 @@ def _writers(d):
     return {"validate text": (lambda: write_text(d / "x.json", "{}"), d / "x.json"),
             "validate csv": (lambda: write_csv(d / "x.csv", df), d / "x.csv"),
             "sweep table": (lambda: atomic_write(d / "s.csv", "row\n"), d / "s.csv"),
-            "report page": (lambda: _atomic_write(d / "p.html", "<p>"), d / "p.html"),
+            "report page": (lambda: write_text_atomic(d / "p.html", "<p>"), d / "p.html"),
             "profile": (lambda: write_tables(df, df, d), d / "mlp.csv")}
 
 

@@ -1,7 +1,7 @@
 """The results page's one-line answers: up to which load speculation pays, per deployment and acceptance rate."""
 
 from vidur_specdec.report.answer import answer
-from vidur_specdec.report.page import deployment_key, deployment_label
+from vidur_specdec.report.results import deployment_key, deployment_label
 
 
 def _row(qps, k, speedup, attention="per_token", alpha=0.6, method="ngram"):

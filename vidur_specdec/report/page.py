@@ -25,7 +25,6 @@ before any file is written.
 from __future__ import annotations
 
 import argparse
-import csv
 import html
 import json
 import os
@@ -33,115 +32,22 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from vidur_specdec.config.files import naming
 from vidur_specdec.config import ConfigError
 from vidur_specdec.config.vllm_defaults import VLLM_VERSION
 from vidur_specdec.costs.kernels import table_data as TD
 from vidur_specdec.costs.kernels.tables import VLLM_VERSION as TABLES_VLLM
 from vidur_specdec.report.answer import answer
 from vidur_specdec.report.assets import CSS as _CSS, JS as _JS
+from vidur_specdec.report.markdown import markdown_updated
+from vidur_specdec.report.results import (ATTENTION_LABELS, KEEP, PP_COLUMN, _uniq, deployment_key,
+                                          deployment_label, deployments, method_label, read_results,
+                                          write_text_atomic)
 import yaml
-from vidur_specdec.speculation.proposers import label, weights_columns
 from vidur_specdec.outfolder import check_file
 from vidur_specdec import console
 
-REQUIRED = ["model", "device", "profiles", "num_requests", "qps", "method", "k", "acceptance_rate",
-            "verify_attention", "tpot_ms_p50", "ttft_ms_p50", "e2e_ms_p50", "tpot_speedup"]
-NUMERIC = {"num_requests", "qps", "k", "acceptance_rate", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
-           "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "e2e_ms_p50", "e2e_ms_p90", "e2e_ms_p99",
-           "throughput_tok_s", "mean_acceptance_length", "accepted_per_guess", "ttft_ms_mean_first50",
-           "ttft_ms_mean_last50", "tpot_speedup", "row", "baseline_row", "makespan_s", "restarts",
-           "tensor_parallel_size", "num_replicas", "speedup_above_acceptance"}
-INTEGER = {"k", "row", "baseline_row", "num_requests", "restarts", "tensor_parallel_size", "num_replicas",
-           "speedup_above_acceptance"}
-# the columns that name a deployment (sweeps/deployments.yaml varies them); older CSVs lack the last two
-DEPLOYMENT = ["model", "device", "tensor_parallel_size", "num_replicas"]
-PP_COLUMN = "parallel.pipeline_parallel_size"  # a sweep that varies it has this column; a stage count > 1 joins the key
-KEEP = ["row", "qps", "method", "k", "acceptance_rate", "verify_attention", "tpot_ms_p50", "tpot_ms_p90",
-        "ttft_ms_p50", "ttft_ms_p90", "e2e_ms_p50", "e2e_ms_p90", "throughput_tok_s", "mean_acceptance_length",
-        "ttft_ms_mean_first50", "ttft_ms_mean_last50", "tpot_speedup", "draft_model", "restarts",
-        "speedup_above_acceptance"]
-ATTENTION_LABELS = {
-    "shared_kv": "KV read once (shared_kv, lower bound)",
-    "per_token": "Per-token KV reads (per_token, upper bound)",
-    "interpolated": "Interpolated",
-}
 PAGE_MARKER = b'<script type="application/json" id="specdec-data">'  # in every page build_page writes
-MD_BEGIN = "<!-- recorded-table:{name}:begin -->"
-MD_END = "<!-- recorded-table:{name}:end -->"
 
-
-def read_results(path: Path) -> List[Dict]:
-    """Rows of a sweep CSV, numbers parsed (empty cells -> None); raises ConfigError naming the problem."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"report: file not found: {path}")
-    try:
-        with open(path, newline="") as f:
-            rd = csv.DictReader(f)
-            cols = rd.fieldnames or []
-            rows = list(rd)
-    except (UnicodeDecodeError, csv.Error) as e:
-        raise ConfigError(f"report: {path} is not a CSV ({e})") from None
-    missing = [c for c in REQUIRED if c not in cols]
-    if missing:
-        raise ConfigError(f"report: {path} is not a sweep results CSV (missing column {missing[0]})")
-    if not rows:
-        raise ConfigError(f"report: {path} has no rows")
-    out = []
-    for i, r in enumerate(rows):
-        rec = {}
-        for c in KEEP + DEPLOYMENT + ["profiles", "num_requests", "sweep_hash", "speculative.model"]:
-            v = r.get(c)
-            if v is None or v == "":
-                rec[c] = None
-            elif c in NUMERIC:
-                try:
-                    x = float(v)
-                except ValueError:
-                    raise ConfigError(f"report: {path} row {i + 1}: {c} is not a number: {v!r}") from None
-                rec[c] = int(x) if c in INTEGER else x
-            else:
-                rec[c] = v
-        pp = r.get(PP_COLUMN)
-        if pp not in (None, ""):
-            rec[PP_COLUMN] = int(float(pp))
-        out.append(rec)
-    return out
-
-
-def _uniq(values):
-    return sorted({v for v in values if v is not None})
-
-
-def _num(x: float) -> str:
-    return f"{x:g}"
-
-
-def deployment_key(row: Dict) -> tuple:
-    """The row's deployment: (model, device, tensor_parallel_size, num_replicas[, pipeline stages when > 1]);
-    None where the CSV lacks one."""
-    key = tuple(row.get(c) for c in DEPLOYMENT)
-    pp = row.get(PP_COLUMN)
-    return key + (pp,) if pp not in (None, 1) else key
-
-
-def deployments(rows: List[Dict]) -> List[tuple]:
-    """The distinct deployments of ``rows`` in order of first appearance (the sweep file's order)."""
-    return list(dict.fromkeys(deployment_key(r) for r in rows))
-
-
-def deployment_label(key: tuple) -> str:
-    """``Llama-3.1-8B-Instruct on H100, TP 1`` (replicas named only when more than one)."""
-    model, device, tp, replicas = key[:4]
-    text = f"{str(model).split('/')[-1]} on {str(device).upper()}"
-    if tp is not None:
-        text += f", TP {tp}"
-    if len(key) > 4:
-        text += f", PP {key[4]}"
-    if replicas is not None and replicas > 1:
-        text += f", {replicas} replicas"
-    return text
 
 
 def sweep_info(csv_path: Path) -> Dict[str, str]:
@@ -207,109 +113,6 @@ def _meta(rows: List[Dict], csv_path: Path, out_path: Path) -> Dict:
         "num_rows": len(rows),
         "draft_model": one("draft_model"),
     }
-
-
-def method_label(method: str, rows: List[Dict]) -> str:
-    """A proposer's label from the proposer registry (a draft model or an EAGLE head also names its weights)."""
-    text = label(method)
-    key = weights_columns().get(method)  # the sweep CSV names the drafter's column draft_model
-    col = "draft_model" if key == "speculative.draft_model" else key
-    drafters = _uniq(r.get(col) for r in rows if col and r["method"] == method)
-    return f"{text} ({', '.join(drafters)})" if drafters else text
-
-
-def _attentions(rows: List[Dict]) -> List[str]:
-    order = list(ATTENTION_LABELS)
-    return sorted(_uniq(r["verify_attention"] for r in rows if r["method"] != "none"),
-                  key=lambda a: (order.index(a) if a in order else len(order), a))
-
-
-def _markdown_deployment(rows: List[Dict]) -> List[str]:
-    lines = ["No-speculation baselines (times in ms; the first and last 50 requests by arrival):", "",
-             "| load (req/s) | TTFT p50 | mean TTFT, first 50 | mean TTFT, last 50 | TPOT p50 | E2E p50 "
-             "| throughput (tok/s) |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
-    f = (lambda x, d: "-" if x is None else f"{x:.{d}f}")
-    for r in rows:
-        if r["method"] == "none":
-            lines.append(f"| {_num(r['qps'])} | {f(r['ttft_ms_p50'], 0)} | {f(r['ttft_ms_mean_first50'], 0)} | "
-                         f"{f(r['ttft_ms_mean_last50'], 0)} | {f(r['tpot_ms_p50'], 2)} | {f(r['e2e_ms_p50'], 0)} | "
-                         f"{f(r['throughput_tok_s'], 0)} |")
-    lines.append("")
-    atts = _attentions(rows)
-    for method in _uniq(r["method"] for r in rows if r["method"] != "none"):
-        lines += [f"Proposer: {method_label(method, rows)}. TPOT p50 in ms; speedup = baseline TPOT p50 / TPOT p50.", "",
-                  "| load (req/s) | baseline TPOT p50 | alpha | k | "
-                  + " | ".join(f"TPOT p50, {a} | speedup, {a}" for a in atts) + " |",
-                  "|---:|---:|---:|---:|" + "---:|---:|" * len(atts)]
-        for q in _uniq(r["qps"] for r in rows):
-            base = next((r for r in rows if r["qps"] == q and r["method"] == "none"), None)
-            bt = f"{base['tpot_ms_p50']:.2f}" if base and base["tpot_ms_p50"] is not None else "-"
-            sel = [r for r in rows if r["method"] == method and r["qps"] == q]
-            for a in _uniq(r["acceptance_rate"] for r in sel):
-                for k in _uniq(r["k"] for r in sel if r["acceptance_rate"] == a):
-                    cells = []
-                    for att in atts:
-                        r = next((r for r in sel if r["k"] == k and r["acceptance_rate"] == a
-                                  and r["verify_attention"] == att), None)
-                        cells.append(f"{r['tpot_ms_p50']:.2f}" if r and r["tpot_ms_p50"] is not None else "-")
-                        mark = "†" if r and r.get("speedup_above_acceptance") == 1 else ""
-                        cells.append(f"{r['tpot_speedup']:.2f}x{mark}" if r and r["tpot_speedup"] is not None
-                                     else "-")
-                    lines.append(f"| {_num(q)} | {bt} | {_num(a)} | {k} | " + " | ".join(cells) + " |")
-        lines.append("")
-    return lines
-
-
-def markdown_table(rows: List[Dict]) -> str:
-    """The recorded numbers as Markdown: per deployment and proposer, one line per load x acceptance rate x k.
-
-    A sweep with one deployment gets no deployment headings; the columns are the
-    verify-attention assumptions the sweep holds.
-    """
-    deps = deployments(rows)
-    if len(deps) == 1:
-        lines = _markdown_deployment(rows)
-    else:
-        lines = []
-        for d in deps:
-            lines += [f"**{deployment_label(d)}**", ""]
-            lines += _markdown_deployment([r for r in rows if deployment_key(r) == d])
-    if any(r.get("speedup_above_acceptance") == 1 for r in rows):
-        lines += ["", "† speedup above the row's mean acceptance length: a lighter load than the baseline's "
-                      "(fewer requests per step), not a faster step (see \"Speedups above the acceptance length\")."]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def markdown_block(md_text: str, name: str) -> Optional[str]:
-    """The text between the ``recorded-table:NAME`` markers, or None when absent."""
-    begin, end = MD_BEGIN.format(name=name), MD_END.format(name=name)
-    if begin not in md_text or end not in md_text:
-        return None
-    return md_text.split(begin, 1)[1].split(end, 1)[0].strip("\n") + "\n"
-
-
-def markdown_updated(md_text: str, md_path: Path, csv_path: Path) -> str:
-    """``md_text`` with its ``recorded-table:<csv stem>`` block rewritten from the CSV; ConfigError if absent."""
-    name = Path(csv_path).stem
-    begin, end = MD_BEGIN.format(name=name), MD_END.format(name=name)
-    if markdown_block(md_text, name) is None:
-        raise ConfigError(f"report --markdown: {md_path} has no {begin} ... {end} block")
-    head, rest = md_text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return head + begin + "\n" + markdown_table(read_results(csv_path)) + end + tail
-
-
-def update_markdown(md_path: Path, csv_path) -> None:
-    """Rewrite the ``recorded-table:<csv stem>`` blocks of ``md_path`` (one CSV path or several)."""
-    md_path = Path(md_path)
-    paths = [csv_path] if isinstance(csv_path, (str, Path)) else list(csv_path)
-    text = md_path.read_text() if md_path.is_file() else ""
-    new = text
-    for p in paths:
-        new = markdown_updated(new, md_path, Path(p))
-    if new != text:
-        _atomic_write(md_path, new)
 
 
 def _dataset(csv_path: Path, out_path: Path) -> Dict:
@@ -441,21 +244,9 @@ not measured; results are simulator predictions, not GPU measurements.</dd>
 """
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with naming(path, tmp):
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_page(csv_paths, out_path: Path, title: Optional[str] = None) -> Path:
     out_path = Path(out_path)
-    _atomic_write(out_path, build_page(csv_paths, out_path, title))
+    write_text_atomic(out_path, build_page(csv_paths, out_path, title))
     return out_path
 
 
@@ -487,11 +278,11 @@ def run(args: argparse.Namespace) -> int:
         for p in paths:
             new = markdown_updated(new, md, p)
     if page is not None:
-        _atomic_write(Path(args.output), page)
+        write_text_atomic(Path(args.output), page)
         print(f"wrote {args.output}")
     if args.markdown:
         if new != old:
-            _atomic_write(md, new)
+            write_text_atomic(md, new)
         print(f"updated {args.markdown}")
     return 0
 
