@@ -27,3 +27,12 @@ def test_limit_must_be_positive():
 def test_module_memos_are_bounded():
     assert isinstance(seeds._STREAMS, BoundedMemo) and seeds._STREAMS.limit == seeds.STREAM_MEMO_LIMIT
     assert isinstance(routing._WOKEN, BoundedMemo) and isinstance(routing._VAR_FACTOR, BoundedMemo)
+
+
+def test_of_keeps_a_value_per_object_itself():
+    m = BoundedMemo(2)
+    a, b = [1], [1]  # equal, not the same object
+    made = []
+    assert m.of(a, lambda: made.append("a") or "A") == "A" and m.of(a, lambda: "again") == "A"
+    assert m.of(b, lambda: made.append("b") or "B") == "B" and made == ["a", "b"]
+    assert m.of([2], lambda: "C") == "C" and len(m) == 1  # full: emptied first

@@ -8,7 +8,7 @@ Reads stay a plain ``dict.get``.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 
 class BoundedMemo(dict):
@@ -28,3 +28,11 @@ class BoundedMemo(dict):
             self.clear()
         self[key] = value
         return value
+
+    def of(self, obj: Any, make: Callable[[], Any]) -> Any:
+        """``make()``'s value kept for ``obj`` itself (an unhashable or costly-to-hash record, such as a step's plan):
+        keyed by its id, with ``obj`` held beside the value so that id names no other object while it is kept."""
+        got = self.get(id(obj))
+        if got is None or got[0] is not obj:
+            got = self.put(id(obj), (obj, make()))
+        return got[1]

@@ -81,7 +81,7 @@ class StepPricer:
         self.num_layers = model.num_layers
         self._extra = BoundedMemo(MEMO_LIMIT)  # (logit rows, requests, verifying) -> StepCost
         self._logits = BoundedMemo(MEMO_LIMIT)  # logit rows -> (LM head ms, sampling ms)
-        # id(plan) -> (plan, {part: value}): what every pipeline stage of a step shares (steps in flight: <= pp)
+        # plan -> {part: value} that every pipeline stage of the step shares (at most pp steps in flight)
         self._stages = BoundedMemo(4 * self.pp)
         if self.pp > 1:
             self.stage_ranges = [pipeline.stage_range(model.num_layers, self.pp, s) for s in range(self.pp)]
@@ -176,10 +176,7 @@ class StepPricer:
         layer = self.stage_layer[stage]  # a hybrid model's stage: its own full/linear mix
         # the step's stages share its MoE layer's price and, stage layers alike, its attention: priced once per
         # step (a step's stages are priced as its micro-batch reaches them, between other steps' stages)
-        shared = self._stages.get(id(plan))
-        if shared is None or shared[0] is not plan:
-            shared = self._stages.put(id(plan), (plan, {}))
-        parts = shared[1]
+        parts = self._stages.of(plan, dict)
         attention = parts.get(id(layer))
         if attention is None:
             attention = parts[id(layer)] = layer.attention(plan)

@@ -189,7 +189,4 @@ class EagleProposer(Proposer):
         memo = self.__dict__.get("_passes_memo")
         if memo is None:
             memo = self._passes_memo = BoundedMemo(64)
-        got = memo.get(id(comp))
-        if got is None or got[0] is not comp:
-            got = memo.put(id(comp), (comp, draft_passes(comp, self.tree_levels)))
-        return got[1]
+        return memo.of(comp, lambda: draft_passes(comp, self.tree_levels))
