@@ -96,14 +96,14 @@ class _Metrics:
     def __init__(self, cfg: FakeEngineConfig) -> None:
         self.registry = reg = CollectorRegistry()
         lab, val = ["model_name", "engine"], [cfg.model, "0"]
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", lab,
-                                     registry=reg).labels(*val)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.", lab,
-                                         registry=reg).labels(*val)
-        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", lab,
-                             registry=reg).labels(*val)
-        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", lab,
-                             registry=reg).labels(*val)
+
+        def metric(kind, name: str, doc: str):  # one of vLLM's metrics, labelled with the model and engine 0
+            return kind(name, doc, lab, registry=reg).labels(*val)
+
+        self.prompt_tokens = metric(Counter, "vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = metric(Counter, "vllm:generation_tokens", "Number of generation tokens processed.")
+        self.running = metric(Gauge, "vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.waiting = metric(Gauge, "vllm:num_requests_waiting", "Number of requests waiting to be processed.")
         info = {
             "block_size": str(cfg.block_size), "cache_dtype": "auto", "enable_prefix_caching": "False",
             "gpu_memory_utilization": "0.9", "num_cpu_blocks": "None", "num_gpu_blocks": str(cfg.num_gpu_blocks),
@@ -113,12 +113,9 @@ class _Metrics:
               registry=reg).labels(**info).set(1)
         self.spec = cfg.k > 0
         if self.spec:
-            self.drafts = Counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", lab,
-                                  registry=reg).labels(*val)
-            self.draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", lab,
-                                        registry=reg).labels(*val)
-            self.accepted = Counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", lab,
-                                    registry=reg).labels(*val)
+            self.drafts = metric(Counter, "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.")
+            self.draft_tokens = metric(Counter, "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.")
+            self.accepted = metric(Counter, "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.")
             per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
                               lab + ["position"], registry=reg)
             self.per_pos = [per_pos.labels(*val, str(p)) for p in range(cfg.k)]
