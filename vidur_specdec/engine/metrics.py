@@ -47,9 +47,7 @@ class StepRecorder:
         """A step starts on ``replica`` at ``time`` (s): its row, from the step plan the pricer priced
         (``price.plan``); ``key`` tells a pipelined step's stages apart (unused here)."""
         plan = price.plan
-        replica_of = self.replica_of
-        for index in plan.indices:
-            replica_of[index] = replica
+        self.replica_of.update(dict.fromkeys(plan.indices, replica))
         more = price.dp_columns() if price.dp is not None else ()  # a data-parallel group: DP_COLUMNS
         self.rows.append((
             len(self.rows), replica, time, price.total_time * 1e3, len(plan.request_ids),

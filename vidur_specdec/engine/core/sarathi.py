@@ -199,6 +199,11 @@ class SarathiRank:
         plain = guessing and tree is None and not self.proposes_less and self.max_draft_context is None
         num_blocks = self.num_blocks
         free = num_blocks - self.allocated  # blocks free (kept here, written back after the decodes are placed)
+        # the decoding requests' plan columns, their accepted guesses drawn as each is placed (rule 3: one draw
+        # per decode step from the request's own source, so the order of draws across requests does not matter)
+        acc = self.acceptance
+        no_proposal = self.no_proposal
+        ids, idx, ctx, gs, accs, catch, prev = [], [], [], [], [], [], []
         i = 0  # running[i:] not yet looked at; preemption takes victims from the end
         nd = 0
         while i < n_run:
@@ -261,7 +266,27 @@ class SarathiRank:
             dec.append(r)
             dq.append(q)
             nd += 1
+            ids.append(rid)
+            idx.append(r.index)
+            processed = r.processed
+            ctx.append(processed)
+            if acc is not None:
+                if no_proposal and rid in no_proposal:
+                    accepted = 0
+                else:  # a tree keeps an accepted path of depth <= tokens still needed
+                    src = r.acceptance
+                    if src is None:
+                        src = r.acceptance = acc.for_request(r)
+                    accepted = src.next(guesses if tree is None else min(guesses, r.total_tokens - processed - 1),
+                                        processed - r.prompt_tokens)
+                gs.append(guesses)
+                accs.append(accepted)
+                catch.append(r.catchup_tokens)
+                prev.append(r.previous_q_tokens)
         self.allocated = num_blocks - free
+        if acc is None:  # no speculation: no guesses, nothing drawn; every catch-up and previous charge is 1
+            gs = accs = [0] * nd
+            catch = prev = [1] * nd
         running = running[i:]
         for r in prefills:
             q = r.prefill_tokens - r.processed
@@ -300,7 +325,7 @@ class SarathiRank:
             pq.append(q)
         if not dec and not pre:
             return None
-        return Step(dec + pre, self._plan(dec, dq, pre, pq))
+        return Step(dec + pre, self._plan(DecodePart(ids, idx, dq, ctx, gs, accs, catch, prev), pre, pq))
 
     def _allocate_held(self, r) -> None:
         """A request already holding blocks (a decode instance's loaded prompt) takes one more when its next
@@ -308,36 +333,14 @@ class SarathiRank:
         if r.processed - self.alloc[r.id] * self.block_size > 0:
             self.allocate(r.id, 1)
 
-    def _plan(self, dec, dq, pre, pq):
-        """Draw each decoding request's accepted guesses and write the step's plan."""
+    def _plan(self, d: DecodePart, pre: list, pq: list):
+        """The step's plan: its decoding requests' columns ``d`` (accepted guesses drawn) and its prefill chunks
+        (``pre``, ``pq`` tokens each); moves the k schedule on to the next step's k."""
         k = self.k  # the k this step's guesses were drawn with (steps.csv column k)
         # a scheduled k = 0 step: vLLM's GPU drafter still runs its first pass to keep its KV in sync
         sync = self.drafter_sync and self.schedule is not None and k == 0
         if self.schedule is not None:  # the next step's k, from this step's scheduled requests (vLLM)
-            self.k = self.schedule.k_for(len(dec) + len(pre))
-        acc = self.acceptance
-        tree = self.tree_nodes
-        no_proposal = self.no_proposal
-        gs, accs, ids, idx, ctx, catch, prev = [], [], [], [], [], [], []  # one loop: cheapest for small steps
-        for r, q in zip(dec, dq):
-            g = q - 1
-            processed = r.processed
-            if acc is None or (no_proposal and r.id in no_proposal):
-                accepted = 0
-            else:  # one draw per decode step; a tree keeps an accepted path of depth <= tokens still needed
-                src = r.acceptance
-                if src is None:
-                    src = r.acceptance = acc.for_request(r)
-                accepted = src.next(g if tree is None else min(g, r.total_tokens - processed - 1),
-                                    processed - r.prompt_tokens)
-            gs.append(g)
-            accs.append(accepted)
-            ids.append(r.id)
-            idx.append(r.index)
-            ctx.append(processed)
-            catch.append(r.catchup_tokens)
-            prev.append(r.previous_q_tokens)
-        d = DecodePart(ids, idx, dq, ctx, gs, accs, catch, prev)
+            self.k = self.schedule.k_for(len(d.ids) + len(pre))
         if not pre:
             return build_plan(k, sync, d)
         p = PrefillPart([r.id for r in pre], [r.index for r in pre], pq, [r.processed for r in pre],
