@@ -239,3 +239,39 @@ def test_sweep_from_python_gives_the_command_s_table(tmp_path):
     assert (tmp_path / "api" / "api.csv").is_file() and kept.summary["csv"] == str(tmp_path / "api" / "api.csv")
     with pytest.raises(ConfigError, match="run config"):
         sweep(CFG)
+
+
+def test_a_point_simulated_ahead_leaves_no_trace_until_asked_for(tmp_path):
+    """A bisection's likely next point runs on an idle worker; it is journalled, under the index it gets, only
+    when the search asks for it, and its metrics are those of simulating it then."""
+    import argparse
+
+    from vidur_specdec.tune.cli import add_arguments, check_args
+    from vidur_specdec.tune.points import Evaluator, Setting
+
+    p = tmp_path / "cfg.yaml"
+    p.write_text(yaml.safe_dump({**CFG, "workload": {**CFG["workload"], "num_requests": 12}}))
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    base, _, axis, slo, options, _, _ = check_args(ap.parse_args(["--config", str(p), "--output-dir", str(tmp_path)]))
+
+    def evaluator(name, jobs):
+        ev = Evaluator(base, axis, tmp_path / name, slo, options, jobs, "local", None, False)
+        ev.open()
+        return ev
+
+    ev = evaluator("ahead", 2)
+    first = ev.point("capacity", 2.0, Setting(0))
+    ev.run([first], [(3.0, Setting(0)), (5.0, Setting(0))])  # one idle worker: 3.0 only
+    assert [pt.load for pt in ev.points] == [2.0] and ev.known(3.0, Setting(0)) is None
+    assert len(ev.journal.path.read_text().splitlines()) == 2  # the header and the point asked for
+    later = ev.point("capacity", 3.0, Setting(0))
+    assert later.index == 1 and not later.done
+    ev.run([later, ev.point("capacity", 5.0, Setting(0))])
+    assert ev.simulated == 3
+
+    plain = evaluator("plain", 1)
+    for load in (2.0, 3.0, 5.0):
+        plain.run([plain.point("capacity", load, Setting(0))])
+    assert [(pt.index, pt.row_id, pt.metrics) for pt in ev.points] == \
+        [(pt.index, pt.row_id, pt.metrics) for pt in plain.points]

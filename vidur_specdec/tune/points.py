@@ -278,9 +278,11 @@ class JournalRunner:
                 todo.append(p)
         return todo
 
-    def _simulate(self, todo: Sequence, on_result: Callable[[Any, SweepRow, Dict], None]) -> None:
-        """Simulate ``todo`` on the executor; ``on_result(point, row, result)`` for each, in the order they end."""
-        rows = [SweepRow(p.index, p.overrides, p.config, p.row_id, "") for p in todo]
+    def _simulate(self, todo: Sequence, on_result: Callable[[Any, SweepRow, Dict], None],
+                  ahead: Sequence[SweepRow] = (), on_ahead: Optional[Callable[[SweepRow, Dict], None]] = None) -> None:
+        """Simulate ``todo`` on the executor; ``on_result(point, row, result)`` for each, in the order they end;
+        ``ahead``: rows of no point yet (negative indices) simulated beside them, ``on_ahead(row, result)`` each."""
+        rows = [SweepRow(p.index, p.overrides, p.config, p.row_id, "") for p in todo] + list(ahead)
         by_index = {p.index: p for p in todo}
 
         def on_done(row: SweepRow, result: Dict) -> None:
@@ -288,6 +290,9 @@ class JournalRunner:
                 raise ConfigError(f"--executor {self.executor}: a worker runs different simulator code "
                                   f"(code {result.get('code')}, here {code_digest()}); install the same version "
                                   "everywhere")
+            if row.index < 0:
+                on_ahead(row, result)
+                return
             on_result(by_index[row.index], row, result)
 
         if self.executor == "ray":
@@ -317,25 +322,60 @@ class Evaluator(JournalRunner):
                     functools.partial(run_point, slo_ttft_ms=slo["ttft_ms"], slo_tpot_ms=slo["tpot_ms"]))
         self.log = log
         self.burst = options.get("warmup") == BURST  # closed loop: leave out each point's start burst
+        self._ahead: Dict[str, Dict] = {}  # row id -> result of a point simulated ahead of its asking (:meth:`run`)
 
-    def point(self, phase: str, load: float, setting: Setting) -> Point:
-        """The point for (load, setting), created (not run) on first use; the first phase names it."""
+    def _config(self, load: float, setting: Setting) -> Tuple[Dict[str, Any], RunConfig, str]:
+        """(overrides, config, its identity) of the point (load, setting)."""
         ov = workload_overrides(self.base, self.axis, load, self.burst)
         ov.update(setting_overrides(self.base, setting))
         try:
             cfg = build_config(self.base, ov)
         except ConfigError as e:
             raise ConfigError(f"tune point ({self.axis.name} {self.axis.fmt(load)}, {setting.label}): {e}") from None
-        rid = short_sha(canonical_json(identity(cfg)))
+        return ov, cfg, short_sha(canonical_json(identity(cfg)))
+
+    def point(self, phase: str, load: float, setting: Setting) -> Point:
+        """The point for (load, setting), created (not run) on first use; the first phase names it."""
+        ov, cfg, rid = self._config(load, setting)
         return self._intern(rid, lambda i: Point(i, phase, load, setting, ov, cfg, rid))
 
-    def run(self, points: Sequence[Point]) -> None:
-        """Give every point its metrics: from the journal when recorded, else simulated now."""
-        todo = self._pending(points)
+    def known(self, load: float, setting: Setting) -> Optional[Point]:
+        """The point for (load, setting) when it has been created, else None (nothing is created)."""
+        return self._by_id.get(self._config(load, setting)[2])
+
+    def run(self, points: Sequence[Point], ahead: Sequence[Tuple[float, Setting]] = ()) -> None:
+        """Give every point its metrics: from the journal when recorded, else simulated now.
+
+        ``ahead``: (load, setting) pairs a search may ask for next (a bisection's next midpoint). When this call
+        simulates fewer points than there are ``--jobs`` workers, as many of them as there are idle workers are
+        simulated beside, their results kept aside: a later call that asks for one takes it from there (journalled
+        then, under the index it gets then); one never asked for leaves no trace. Points are created and
+        journalled in the same order either way, so every output is the same whatever ``--jobs``."""
+        todo = [p for p in self._pending(points) if not self._from_ahead(p)]
         if not todo:
             return
         self.simulated += len(todo)
-        self._simulate(todo, self._record)
+        rows = []
+        for load, setting in ahead:
+            if len(todo) + len(rows) >= self.jobs:
+                break
+            try:
+                ov, cfg, rid = self._config(load, setting)
+            except ConfigError:  # asked for, it fails then, as it would have
+                continue
+            if rid in self._by_id or rid in self._ahead or any(r.row_id == rid for r in rows):
+                continue
+            rows.append(SweepRow(-1 - len(rows), ov, cfg, rid, ""))
+        self._simulate(todo, self._record, rows, lambda row, result: self._ahead.__setitem__(row.row_id, result))
+
+    def _from_ahead(self, p: Point) -> bool:
+        """Whether ``p`` was simulated ahead of its asking; if so it takes that result (and is journalled now)."""
+        result = self._ahead.pop(p.row_id, None)
+        if result is None:
+            return False
+        self._record(p, SweepRow(p.index, p.overrides, p.config, p.row_id, ""), result)
+        self.simulated += 1
+        return True
 
     def metrics(self, phase: str, load: float, setting: Setting) -> Dict:
         p = self.point(phase, load, setting)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from vidur_specdec.config import ConfigError
 from vidur_specdec.tune.points import Evaluator, Point, Setting
@@ -134,10 +134,34 @@ class Tuner:
         ttft, tpot = m.get(f"ttft_ms_p{pct}"), m.get(f"tpot_ms_p{pct}")
         return (ttft is not None and ttft <= self.slo["ttft_ms"]) and (tpot is None or tpot <= self.slo["tpot_ms"])
 
-    def _run(self, phase: str, pairs: List[Tuple[float, Setting]]) -> List[Point]:
+    def _run(self, phase: str, pairs: List[Tuple[float, Setting]],
+             ahead: Sequence[Tuple[float, Setting]] = ()) -> List[Point]:
         pts = [self.ev.point(phase, load, s) for load, s in pairs]
-        self.ev.run(pts)
+        self.ev.run(pts, ahead)
         return pts
+
+    def margin(self, m: Dict) -> Optional[float]:
+        """How far a point is from the SLOs: the larger of TTFT / its SLO and TPOT / its SLO at the SLO
+        percentile (<= 1: met); None when its TTFT is missing."""
+        pct = self.slo["percentile"]
+        ttft, tpot = m.get(f"ttft_ms_p{pct}"), m.get(f"tpot_ms_p{pct}")
+        if ttft is None:
+            return None
+        return max(ttft / self.slo["ttft_ms"], tpot / self.slo["tpot_ms"] if tpot is not None else 0.0)
+
+    def _next_mid(self, lo: Optional[Point], hi: Optional[Point], mid: float) -> Optional[float]:
+        """The bisection's likely next midpoint once ``mid`` is known: the SLO margin interpolated on a log scale
+        between the bracket's ends (a guess; it only picks which point to simulate ahead, :meth:`Evaluator.run`),
+        None when the bracket would be converged."""
+        if lo is None or hi is None or lo.metrics is None or hi.metrics is None:
+            return None
+        a, b = self.margin(lo.metrics), self.margin(hi.metrics)
+        meets = True
+        if a is not None and b is not None and a > 0 and b > a:
+            t = math.log(1.0 / a) / math.log(b / a)  # where the margin crosses 1, as a share of the bracket
+            meets = math.log(mid / lo.load) < t * math.log(hi.load / lo.load)
+        x, y = (mid, hi.load) if meets else (lo.load, mid)
+        return None if self.axis.converged(x, y, self.tol) else self.axis.mid(x, y)
 
     # ------------------------------------------------------------------ capacity
     def capacity(self, setting: Setting, start: float) -> Tuple[Optional[float], Optional[List[float]]]:
@@ -145,7 +169,8 @@ class Tuner:
         ax = self.axis
         ok: Optional[float] = None
         bad: Optional[float] = None
-        first = self._run("capacity", [(self.clamp(start), setting)])[0]
+        # each round simulates ahead the load the next round likely asks for (Evaluator.run: on an idle worker)
+        first = self._run("capacity", [(self.clamp(start), setting)], [(self.clamp(start * 2.0), setting)])[0]
         up = self.meets(first.metrics)
         if up:
             ok = first.load
@@ -160,7 +185,8 @@ class Tuner:
                     loads.append(x)
             if not loads:
                 break
-            pts = self._run("capacity", [(x, setting) for x in loads])
+            pts = self._run("capacity", [(x, setting) for x in loads],
+                            [(self.clamp(loads[-1] * (2.0 if up else 0.5)), setting)])
             for p in pts:  # in order away from base: the first that flips ends the expansion
                 if self.meets(p.metrics) == up:
                     if up:
@@ -182,7 +208,8 @@ class Tuner:
         lo, hi = ok, bad
         while not ax.converged(lo, hi, self.tol):
             mid = ax.mid(lo, hi)
-            p = self._run("capacity", [(mid, setting)])[0]
+            nxt = self._next_mid(self.ev.known(lo, setting), self.ev.known(hi, setting), mid)
+            p = self._run("capacity", [(mid, setting)], [(nxt, setting)] if nxt is not None else ())[0]
             if self.meets(p.metrics):
                 lo = mid
             else:
