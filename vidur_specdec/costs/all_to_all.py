@@ -98,10 +98,9 @@ def remote_share(system: str, ep: int) -> float:
     return max(0.0, 1.0 - domain_of(system) / ep)
 
 
-@lru_cache(maxsize=64)
-def _curve(system: str, backend: str, phase: str, hidden: int, topk: int, experts: int):
-    """(tokens, us, payload per token of the row chosen, the rows' EP) for the table row shape nearest the
-    model's."""
+@lru_cache(maxsize=16)
+def _one_node_rows(system: str):
+    """``{(backend, phase): rows}`` of ``system``'s one-node all-to-all table (split once)."""
     try:
         d = TD.load(system, "comm", "vllm", VLLM_A2A_VERSION, "moe_a2a_perf")
     except TD.TableFileError:
@@ -109,8 +108,16 @@ def _curve(system: str, backend: str, phase: str, hidden: int, topk: int, expert
     except ConfigError:
         raise ConfigError(f"parallel.data_parallel_size: no measured all-to-all table for {system} "
                           f"(vLLM {VLLM_A2A_VERSION} moe_a2a_perf); data parallel > 1 is not modelled on it") from None
-    d = d[(d["comm_backend"] == backend) & (d["phase"] == phase) & (d["node_num"] == 1)]
-    if d.empty:
+    d = d[d["node_num"] == 1]
+    return {key: rows for key, rows in d.groupby(["comm_backend", "phase"])}
+
+
+@lru_cache(maxsize=64)
+def _curve(system: str, backend: str, phase: str, hidden: int, topk: int, experts: int):
+    """(tokens, us, payload per token of the row chosen, the rows' EP) for the table row shape nearest the
+    model's."""
+    d = _one_node_rows(system).get((backend, phase))
+    if d is None or d.empty:
         raise ConfigError(f"parallel.data_parallel_size: {system}'s all-to-all table has no {backend} {phase} rows")
     want = hidden * topk
     shapes = d[["hidden_size", "topk", "num_experts"]].drop_duplicates().to_numpy()
@@ -176,18 +183,27 @@ def _cross_system(system: str, backend: str, phase: str) -> str:
     return system if _node_ratio(system, backend, phase, 2) is not None else MULTI_NODE_SYSTEM
 
 
-@lru_cache(maxsize=256)
-def _node_ratio(system: str, backend: str, phase: str, nodes: int):
-    """(tokens, ratio of ``nodes`` nodes to 1) from SGLang's multi-node DeepEP tables; None without rows."""
+@lru_cache(maxsize=64)
+def _node_means(system: str, backend: str, phase: str):
+    """``{node count: mean us by num_token}`` of ``phase`` in SGLang's multi-node DeepEP table (one grouping of
+    the table for every node count); None without the table."""
     table, col, sms = _SGLANG[backend]
     d = TD.load_optional(system, "comm", "sglang", MULTI_NODE_VERSION, table)  # a bad file: raised
     if d is None:
         return None
     if sms is not None:
         d = d[d["dispatch_sms"] == sms]
-    col = col.format(phase)
-    one = d[d["node_num"] == 1].groupby("num_token")[col].mean()
-    many = d[d["node_num"] == nodes].groupby("num_token")[col].mean()
+    means = d.groupby(["node_num", "num_token"])[col.format(phase)].mean()
+    return {int(n): g.droplevel(0) for n, g in means.groupby(level=0)}
+
+
+@lru_cache(maxsize=256)
+def _node_ratio(system: str, backend: str, phase: str, nodes: int):
+    """(tokens, ratio of ``nodes`` nodes to 1) from SGLang's multi-node DeepEP tables; None without rows."""
+    means = _node_means(system, backend, phase)
+    if means is None or 1 not in means or nodes not in means:
+        return None
+    one, many = means[1], means[nodes]
     both = one.index.intersection(many.index)
     if len(both) == 0:
         return None
