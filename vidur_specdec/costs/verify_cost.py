@@ -91,6 +91,8 @@ class PerToken(VerifyCost):
         kv_sum = sum(map(mul, decode_q, decode_ctx)) + (sum(map(mul, decode_q, decode_q)) + reads) / 2
         per_token = model.decode_attention_ms(reads, kv_sum / reads)
         if shared_kv_ms is None:
+            if reads == len(decode_q):  # plain decodes only: SharedKV's read is this very read (the same exact
+                return per_token        # mean context: (Σctx + n) / n either way), so the price is per_token's
             shared_kv_ms = _one_read_each(model, len(decode_q), sum(decode_ctx) + reads)
         return per_token if per_token >= shared_kv_ms else shared_kv_ms
 
