@@ -172,6 +172,28 @@ def _die(config_dict):
     os.kill(os.getpid(), 9)
 
 
+def _fail_on_a_worker(config_dict):
+    if config_dict["seed"] == 99:
+        raise ValueError("this row fails")
+    return {"seed": config_dict["seed"], "pid": os.getpid()}
+
+
+def test_an_optional_row_that_fails_is_dropped_and_inline_rows_run_here():
+    """A row with a negative index (a point simulated ahead of its asking) is dropped when it fails; the rows
+    asked to run inline run in this process while the others run on a worker."""
+    import dataclasses
+
+    rows = load_sweep(small_sweep(num_requests=6)).rows[:2]
+    bad = dataclasses.replace(rows[1], index=-1, config=dataclasses.replace(rows[1].config, seed=99))
+    done = []
+    run_local([rows[0], bad], 2, [], lambda r, res: done.append((r.index, res["pid"])), fn=_fail_on_a_worker,
+              inline=1)
+    assert done == [(0, os.getpid())]
+    with pytest.raises(ValueError):
+        run_local([rows[0], dataclasses.replace(bad, index=1)], 2, [], lambda r, res: None, fn=_fail_on_a_worker,
+                  inline=1)
+
+
 def test_a_dead_worker_is_one_line_naming_the_row(capsys):
     rows = load_sweep(small_sweep(num_requests=6)).rows[:2]
     rc = cli.guarded(lambda: run_local(rows, 2, [], lambda r, res: None, fn=_die))

@@ -53,27 +53,38 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def _run_inline(rows: Sequence[SweepRow], on_done: Callable, fn: Callable[[Dict], Dict]) -> None:
+    for r in rows:
+        try:
+            result = fn(r.config_dict)
+        except Exception as e:
+            _note(e, r)
+            raise
+        on_done(r, result)
+
+
 def run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Callable,
-               fn: Callable[[Dict], Dict] = run_row) -> None:
+              fn: Callable[[Dict], Dict] = run_row, inline: int = 0) -> None:
     """Run ``fn(row.config_dict)`` for rows on ``jobs`` local processes (inline when 1); ``on_done(row, result)``
-    in the parent. ``fn`` must be picklable (a module-level function or a partial of one)."""
+    in the parent. ``fn`` must be picklable (a module-level function or a partial of one). ``inline``: the first
+    so many rows run in this process while the others run on ``jobs - 1`` workers (this process keeps what the
+    simulator caches as it runs, which later workers, forked from it, inherit); a row with a negative index is
+    optional: when it fails, it is dropped (no ``on_done``) and the others go on."""
     if jobs <= 1 or len(rows) <= 1:
-        for r in rows:
-            try:
-                result = fn(r.config_dict)
-            except Exception as e:
-                _note(e, r)
-                raise
-            on_done(r, result)
+        _run_inline(rows, on_done, fn)
         return
+    if inline >= len(rows):
+        inline = 0
 
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("fork" if "fork" in methods else "spawn")
-    pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(rows)), mp_context=ctx,
+    remote = rows[inline:]
+    pool = cf.ProcessPoolExecutor(max_workers=min(jobs - (1 if inline else 0), len(remote)), mp_context=ctx,
                                   initializer=_local_worker_init, initargs=(list(warm),))
     futures = {}
     try:
-        futures = {pool.submit(fn, r.config_dict): r for r in rows}
+        futures = {pool.submit(fn, r.config_dict): r for r in remote}
+        _run_inline(rows[:inline], on_done, fn)
         for fut in cf.as_completed(futures):
             row = futures[fut]
             try:
@@ -81,6 +92,8 @@ def run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Ca
             except cf.process.BrokenProcessPool:
                 raise _worker_died(row, "the process pool broke") from None
             except Exception as e:
+                if row.index < 0:
+                    continue
                 _note(e, row)
                 raise
             on_done(row, result)

@@ -281,7 +281,8 @@ class JournalRunner:
     def _simulate(self, todo: Sequence, on_result: Callable[[Any, SweepRow, Dict], None],
                   ahead: Sequence[SweepRow] = (), on_ahead: Optional[Callable[[SweepRow, Dict], None]] = None) -> None:
         """Simulate ``todo`` on the executor; ``on_result(point, row, result)`` for each, in the order they end;
-        ``ahead``: rows of no point yet (negative indices) simulated beside them, ``on_ahead(row, result)`` each."""
+        ``ahead``: rows of no point yet (negative indices) simulated beside them on workers, ``on_ahead(row,
+        result)`` each, while the local executor runs ``todo`` in this process."""
         rows = [SweepRow(p.index, p.overrides, p.config, p.row_id, "") for p in todo] + list(ahead)
         by_index = {p.index: p for p in todo}
 
@@ -298,7 +299,8 @@ class JournalRunner:
         if self.executor == "ray":
             run_ray(rows, self.jobs, self.address, on_done, fn=self._fn)
         else:
-            run_local(rows, self.jobs, [rows[0].config_dict], on_done, fn=self._fn)
+            run_local(rows, self.jobs, [rows[0].config_dict], on_done, fn=self._fn,
+                      inline=len(todo) if ahead else 0)
 
     def _record(self, p, row: SweepRow, result: Dict) -> None:
         """A simulated point's result: journalled, its metrics kept."""
@@ -347,16 +349,17 @@ class Evaluator(JournalRunner):
         """Give every point its metrics: from the journal when recorded, else simulated now.
 
         ``ahead``: (load, setting) pairs a search may ask for next (a bisection's next midpoint). When this call
-        simulates fewer points than there are ``--jobs`` workers, as many of them as there are idle workers are
-        simulated beside, their results kept aside: a later call that asks for one takes it from there (journalled
-        then, under the index it gets then); one never asked for leaves no trace. Points are created and
-        journalled in the same order either way, so every output is the same whatever ``--jobs``."""
+        simulates fewer points than there are ``--jobs`` local workers, as many of them as there are idle workers
+        are simulated on workers while this call's points run in this process, their results kept aside: a later
+        call that asks for one takes it from there (journalled then, under the index it gets then); one never
+        asked for, or one that failed, leaves no trace. Points are created and journalled in the same order
+        either way, so every output is the same whatever ``--jobs``."""
         todo = [p for p in self._pending(points) if not self._from_ahead(p)]
         if not todo:
             return
         self.simulated += len(todo)
         rows = []
-        for load, setting in ahead:
+        for load, setting in (ahead if self.executor == "local" else ()):
             if len(todo) + len(rows) >= self.jobs:
                 break
             try:
