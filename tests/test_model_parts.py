@@ -127,9 +127,13 @@ def test_verify_cost_bounds(target):
         mid = lam.attention_ms(target, q, ctx)
         assert lo <= mid <= hi
         assert mid == pytest.approx(0.3 * hi + 0.7 * lo)
-    # plain decodes cost the same under every policy
-    q1, ctx = [1] * 17, list(range(100, 117))
-    assert SharedKV().attention_ms(target, q1, ctx) == pytest.approx(PerToken().attention_ms(target, q1, ctx))
+    # plain decodes cost the same under every policy (per-token's one read is shared-KV's read, bit for bit)
+    for n in (1, 3, 17, 200):
+        q1 = [1] * n
+        for ctx in (list(range(100, 100 + n)), rng.integers(1, 40000, size=n).tolist()):
+            plain = SharedKV().attention_ms(target, q1, ctx)
+            assert PerToken().attention_ms(target, q1, ctx) == plain
+            assert lam.attention_ms(target, q1, ctx) == pytest.approx(plain)
     # a long draft at long context reads the KV many times
     assert PerToken().attention_ms(target, [9] * 32, [3000] * 32) > 3 * SharedKV().attention_ms(target, [9] * 32, [3000] * 32)
 
