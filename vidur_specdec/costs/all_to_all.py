@@ -116,8 +116,8 @@ def _one_node_rows(system: str):
 def _curve(system: str, backend: str, phase: str, hidden: int, topk: int, experts: int):
     """(tokens, us, payload per token of the row chosen, the rows' EP) for the table row shape nearest the
     model's."""
-    d = _one_node_rows(system).get((backend, phase))
-    if d is None or d.empty:
+    d = _one_node_rows(system).get((backend, phase))  # a group of the split is never empty
+    if d is None:
         raise ConfigError(f"parallel.data_parallel_size: {system}'s all-to-all table has no {backend} {phase} rows")
     want = hidden * topk
     shapes = d[["hidden_size", "topk", "num_experts"]].drop_duplicates().to_numpy()

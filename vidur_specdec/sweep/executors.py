@@ -70,11 +70,9 @@ def run_local(rows: List[SweepRow], jobs: int, warm: Sequence[Dict], on_done: Ca
     so many rows run in this process while the others run on ``jobs - 1`` workers (this process keeps what the
     simulator caches as it runs, which later workers, forked from it, inherit); a row with a negative index is
     optional: when it fails, it is dropped (no ``on_done``) and the others go on."""
-    if jobs <= 1 or len(rows) <= 1:
+    if jobs <= 1 or len(rows) <= 1 or inline >= len(rows):
         _run_inline(rows, on_done, fn)
         return
-    if inline >= len(rows):
-        inline = 0
 
     methods = mp.get_all_start_methods()
     ctx = mp.get_context("fork" if "fork" in methods else "spawn")

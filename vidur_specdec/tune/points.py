@@ -341,10 +341,6 @@ class Evaluator(JournalRunner):
         ov, cfg, rid = self._config(load, setting)
         return self._intern(rid, lambda i: Point(i, phase, load, setting, ov, cfg, rid))
 
-    def known(self, load: float, setting: Setting) -> Optional[Point]:
-        """The point for (load, setting) when it has been created, else None (nothing is created)."""
-        return self._by_id.get(self._config(load, setting)[2])
-
     def run(self, points: Sequence[Point], ahead: Sequence[Tuple[float, Setting]] = ()) -> None:
         """Give every point its metrics: from the journal when recorded, else simulated now.
 

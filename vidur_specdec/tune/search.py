@@ -149,12 +149,10 @@ class Tuner:
             return None
         return max(ttft / self.slo["ttft_ms"], tpot / self.slo["tpot_ms"] if tpot is not None else 0.0)
 
-    def _next_mid(self, lo: Optional[Point], hi: Optional[Point], mid: float) -> Optional[float]:
+    def _next_mid(self, lo: Point, hi: Point, mid: float) -> Optional[float]:
         """The bisection's likely next midpoint once ``mid`` is known: the SLO margin interpolated on a log scale
         between the bracket's ends (a guess; it only picks which point to simulate ahead, :meth:`Evaluator.run`),
         None when the bracket would be converged."""
-        if lo is None or hi is None or lo.metrics is None or hi.metrics is None:
-            return None
         a, b = self.margin(lo.metrics), self.margin(hi.metrics)
         meets = True
         if a is not None and b is not None and a > 0 and b > a:
@@ -171,6 +169,7 @@ class Tuner:
         bad: Optional[float] = None
         # each round simulates ahead the load the next round likely asks for (Evaluator.run: on an idle worker)
         first = self._run("capacity", [(self.clamp(start), setting)], [(self.clamp(start * 2.0), setting)])[0]
+        at = {first.load: first}  # this search's points by load (the bracket's ends are among them)
         up = self.meets(first.metrics)
         if up:
             ok = first.load
@@ -187,6 +186,7 @@ class Tuner:
                 break
             pts = self._run("capacity", [(x, setting) for x in loads],
                             [(self.clamp(loads[-1] * (2.0 if up else 0.5)), setting)])
+            at.update((p.load, p) for p in pts)
             for p in pts:  # in order away from base: the first that flips ends the expansion
                 if self.meets(p.metrics) == up:
                     if up:
@@ -208,8 +208,8 @@ class Tuner:
         lo, hi = ok, bad
         while not ax.converged(lo, hi, self.tol):
             mid = ax.mid(lo, hi)
-            nxt = self._next_mid(self.ev.known(lo, setting), self.ev.known(hi, setting), mid)
-            p = self._run("capacity", [(mid, setting)], [(nxt, setting)] if nxt is not None else ())[0]
+            nxt = self._next_mid(at[lo], at[hi], mid)
+            p = at[mid] = self._run("capacity", [(mid, setting)], [(nxt, setting)] if nxt is not None else ())[0]
             if self.meets(p.metrics):
                 lo = mid
             else:
