@@ -22,6 +22,8 @@ from vidur_specdec.costs.profiles import (
     profile_dir,
 )
 from vidur_specdec.costs.profiles import calibrate as cal
+from vidur_specdec.costs.profiles import calibration_report as report
+from vidur_specdec.costs.profiles.params_block import render_block
 from vidur_specdec.costs.profiles import params
 from vidur_specdec.profiles.__main__ import main
 
@@ -85,18 +87,18 @@ FIT_BOUNDS = {"gemm": 6.0, "elementwise": 6.5, "attn_decode": 6.5, "attn_prefill
 def test_calibration_error_table_meets_held_out_targets():
     """The calibration's evaluation (not the fit) on the current parameters."""
     measured = cal.load_measured(SHARED_PROFILES)
-    errors = cal.error_table(measured)
-    layers = cal.layer_table(measured)
-    s = cal.summary(errors, layers).set_index("group")
+    errors = report.error_table(measured)
+    layers = report.layer_table(measured)
+    s = report.summary(errors, layers).set_index("group")
     for group, bound in HELD_OUT_BOUNDS.items():
-        assert bound <= cal.TARGETS[group]
+        assert bound <= report.TARGETS[group]
         assert s.loc[group, "held_out"] <= bound, s
         assert s.loc[group, "fit"] <= FIT_BOUNDS[group], s
     # every tp of the held-out linear ops, and attention at tp 2, is in the table
     held = errors[(errors["role"] == "held-out") & (errors["op"] == "(all)")]
     assert set(held[held["group"] == "gemm"]["tp"]) == {0, 1, 2, 4, 8}
     assert set(held[held["group"] == "attn_decode"]["tp"]) == {2}
-    text = cal.format_report(errors, layers)
+    text = report.format_report(errors, layers)
     assert "Whole-layer check" in text and "Summary" in text and " NO" not in text
 
 
@@ -109,7 +111,7 @@ def test_calibration_recorded_the_files_it_was_fitted_on():
 
 def test_params_block_is_the_generated_text():
     """params.py's calibrated block is exactly what `calibrate --write` renders (no hand edits)."""
-    block = cal.render_block(params.EFFICIENCY, params.CALIBRATION["rows"], params.CALIBRATION["files"])
+    block = render_block(params.EFFICIENCY, params.CALIBRATION["rows"], params.CALIBRATION["files"])
     assert block in Path(params.__file__).read_text(encoding="utf-8")
     fitted = {p.key for p in cal.ALL_PARAMS}
     present = {f"{g}.{k}" for g, d in params.EFFICIENCY.items() for k in d}

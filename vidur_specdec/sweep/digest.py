@@ -26,7 +26,8 @@ def short_sha(text: Union[str, bytes], n: int = 16) -> str:
 # Package code that cannot change a row's numbers: the command line, the pages, the sweep and tune
 # engines and the validation harness ("dir/" is a whole subpackage) ...
 _NOT_MODEL_CODE = ("cli.py", "console.py", "main.py", "__main__.py", "report/", "sweep/", "tune/", "plan/",
-                   "validate/", "profiles/", "costs/profiles/calibrate.py")
+                   "validate/", "profiles/", "costs/profiles/calibrate.py",
+                   "costs/profiles/calibration_report.py", "costs/profiles/params_block.py")
 # ... except the code that turns a simulation into the row's recorded metrics (a change there must
 # not mix old and new rows).
 ROW_CODE = ("sweep/worker.py",)
