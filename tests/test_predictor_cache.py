@@ -5,6 +5,7 @@ import functools
 import io
 import shutil
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -271,3 +272,21 @@ def test_a_cache_folder_is_untrusted_exactly_when_it_resolves_inside_the_config_
     resolve_paths(data, folder)
     inside = os.path.realpath(os.path.join(folder, value)).startswith(os.path.realpath(folder))
     assert (data["predictor"]["cache_dir"] is None) == inside
+
+
+def test_checking_an_entry_reads_each_file_once_and_names_the_first_damaged_one(tmp_path, monkeypatch):
+    """One pass over an entry's files: whether all verify, and the first file that is there but does not (an
+    absent one is a cold cache); a file verified before is not read again until it changes on disk."""
+    a, b, c = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.csv"
+    CE.write_entry(b, b"x,y\n1,2\n")
+    c.write_bytes(b"no digest\n")
+    reads = []
+    real = CE.read_verified
+    monkeypatch.setattr(CE, "read_verified", lambda p: reads.append(Path(p).name) or real(p))
+    ok, why = CE.check_files((a, b, c))
+    assert not ok and why == f"{c} has no stored digest (c.csv.sha256)" and reads == ["a.csv", "b.csv", "c.csv"]
+    assert CE.check_files((a,)) == (False, None)
+    reads.clear()
+    assert CE.check_files((b,)) == (True, None) and reads == []  # verified above, unchanged since
+    CE.write_entry(b, b"x,y\n3,4\n")
+    assert CE.check_files((b,)) == (True, None) and reads == ["b.csv"]

@@ -76,19 +76,23 @@ def _stat_key(path: Path) -> Optional[tuple]:
 _VERIFIED: Set[tuple] = set()  # files (and their digests) this process has verified, as they were then
 
 
-def verify_files(paths) -> Optional[str]:
-    """None when every file of ``paths`` verifies; else the first one's ``'<path> <why>'`` (absent counts).
-    A file this process verified is verified again only when it (or its digest) changed on disk."""
+def check_files(paths) -> Tuple[bool, Optional[str]]:
+    """(whether every file of ``paths`` verifies, the first one that is there but does not verify as
+    ``'<path> <why>'``: None when none is; an absent file is a cold cache, not damage). Each file is read at most
+    once; a file this process verified is read again only when it (or its digest) changed on disk."""
+    ok, damage = True, None
     for p in paths:
         key = _stat_key(Path(p))
         if key is not None and key in _VERIFIED:
             continue
         data, why = read_verified(p)
         if data is None:
-            return f"{p} {why or 'is missing'}"
-        if key is not None:
+            ok = False
+            if why is not None and damage is None:
+                damage = f"{p} {why}"
+        elif key is not None:
             _VERIFIED.add(key)
-    return None
+    return ok, damage
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -110,16 +114,6 @@ def write_entry(path: Union[str, Path], data: bytes) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(digest_path(p), (sha256(data) + "\n").encode("ascii"))
     _write_atomic(p, data)
-
-
-def damaged(paths) -> Optional[str]:
-    """The first of ``paths`` that is there but does not verify, as ``'<path> <why>'``; None when every one
-    present verifies (an absent file is a cold cache, not damage)."""
-    for p in paths:
-        data, why = read_verified(p)
-        if why is not None:
-            return f"{p} {why}"
-    return None
 
 
 def warn_rebuilt(path: Union[str, Path], why: str) -> None:

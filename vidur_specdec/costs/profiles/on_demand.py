@@ -126,9 +126,9 @@ def ensure_built(model: ModelSpec, device: DeviceSpec, tp: int, context: int, ch
     key = build_key(model, device, tp, context, chunk, kernels)
     folder = Path(cache_dir) / "profiles" / key[:32]
     mlp, att = folder / "mlp.csv", folder / "attention.csv"
-    if CE.verify_files((mlp, att)) is None:
+    ok, why = CE.check_files((mlp, att))  # why: a file there that does not verify (absent: a plain cold cache)
+    if ok:
         return mlp, att
-    why = CE.damaged((mlp, att))  # a file there that does not verify (an absent one is a plain cold cache)
     if why is not None:
         CE.warn_rebuilt(folder, f"holds a profile that does not verify: {why}")
 
