@@ -115,3 +115,22 @@ def test_the_run_functions_name_a_bad_keyword(fn, kwargs, named):
 
     with pytest.raises(ConfigError, match=f"^{named}: "):
         getattr(vidur_specdec, fn)("configs/default.yaml", **kwargs)
+
+
+def test_a_call_without_an_output_folder_leaves_nothing_behind_even_when_it_fails(tmp_path):
+    """``tune()``/``plan()`` with no ``output_dir`` write into a temporary folder that is removed when the call
+    ends, failed or not; a given folder is the caller's and stays."""
+    from vidur_specdec.console import api_output
+
+    with api_output(tmp_path / "mine", "tune") as (out, kept):
+        assert (out, kept) == (tmp_path / "mine", True)
+    with api_output(None, "plan") as (out, kept):
+        out.mkdir()
+        (out / "plan.csv").write_text("x\n")
+        assert not kept and out.name == "plan"
+    assert not out.parent.exists()
+    with pytest.raises(ValueError):
+        with api_output(None, "tune") as (out, kept):
+            out.mkdir()
+            raise ValueError("a failed call")
+    assert not out.parent.exists()

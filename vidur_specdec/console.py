@@ -23,8 +23,12 @@ report, profiles, validate, run) import this module; the dispatcher
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 from typing import Callable
 
 from vidur_specdec.config import ConfigError
@@ -279,6 +283,20 @@ def api_path(name: str, v, allow_none: bool = True):
     if isinstance(v, (bytes, bytearray)) or not isinstance(v, (str, os.PathLike)) or not str(os.fspath(v)):
         raise _api_error(name, "a path (str or pathlib.Path)", v)
     return v
+
+
+@contextlib.contextmanager
+def api_output(output_dir, name: str):
+    """The folder a Python-API command writes to, as ``(folder, kept)``: ``output_dir`` (kept), or with None a
+    fresh temporary folder's ``name`` subfolder, removed with everything in it when the block ends."""
+    if output_dir is not None:
+        yield Path(output_dir), True
+        return
+    temp = Path(tempfile.mkdtemp(prefix=f"vidur-specdec-{name}-"))
+    try:
+        yield temp / name, False
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def api_overrides(v) -> list:

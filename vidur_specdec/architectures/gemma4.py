@@ -34,7 +34,7 @@ from typing import Mapping
 
 from vidur_specdec.architectures import moe
 from vidur_specdec.architectures.layer_plan import Mixer, register_mixer
-from vidur_specdec.architectures.moe import _bool, _err, _int
+from vidur_specdec.architectures.moe import _bool, _err, _int, _layer_types
 
 GEMMA4_ARCHITECTURES = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM")
 _LAYER_TYPES = ("sliding_attention", "full_attention")
@@ -78,12 +78,7 @@ def model_from_gemma4_hf_config(cfg: Mapping, name: str, where: str) -> dict:
     L = _int(text, "num_hidden_layers", where)
     h, H = _int(text, "hidden_size", where), _int(text, "num_attention_heads", where)
     types = text.get("layer_types")
-    if not isinstance(types, list) or len(types) != L:
-        raise _err(where, "layer_types", f"must list {L} layer types")
-    for t in types:
-        if t not in _LAYER_TYPES:
-            raise _err(where, "layer_types", f"holds {t!r}, a layer type that cannot be priced "
-                       f"(priced: {', '.join(_LAYER_TYPES)})")
+    _layer_types(types, L, _LAYER_TYPES, where)
     sliding = types.count("sliding_attention")
     kv = _int(text, "num_key_value_heads", where, default=H)
     d = {"name": str(cfg.get("_name_or_path") or name), "num_layers": L, "hidden_size": h, "num_heads": H,

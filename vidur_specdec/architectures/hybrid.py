@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from vidur_specdec.architectures import moe
-from vidur_specdec.architectures.moe import _bool, _err, _int
+from vidur_specdec.architectures.moe import _bool, _err, _int, _layer_types
 
 HYBRID_ARCHITECTURES = ("Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
                         "Qwen3NextForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM")
@@ -50,12 +50,7 @@ def model_from_hybrid_hf_config(cfg: Mapping, name: str, where: str) -> dict:
     if types is None:
         n = _int(text, "full_attention_interval", where)
         types = ["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in range(L)]
-    if not isinstance(types, list) or len(types) != L:
-        raise _err(where, "layer_types", f"must list {L} layer types")
-    for t in types:
-        if t not in _LAYER_TYPES:
-            raise _err(where, "layer_types", f"holds {t!r}, a layer type that cannot be priced "
-                       f"(priced: {', '.join(_LAYER_TYPES)})")
+    _layer_types(types, L, _LAYER_TYPES, where)
     ssm = text.get("mamba_ssm_dtype") or ""
     if ssm not in ("", "float32", "bfloat16", "float16"):
         raise _err(where, "mamba_ssm_dtype", f"must be float32, bfloat16 or float16, got {ssm!r}")

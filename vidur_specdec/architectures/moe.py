@@ -125,6 +125,18 @@ def _bool(cfg: Mapping, key: str, where: str, default: bool = False) -> bool:
     return v
 
 
+def _layer_types(types, num_layers: int, priced, where: str) -> list:
+    """A ``layer_types`` field: a list of ``num_layers`` entries, each one of ``priced`` (the layer kinds the
+    architecture's module prices); else one line naming the field."""
+    if not isinstance(types, list) or len(types) != num_layers:
+        raise _err(where, "layer_types", f"must list {num_layers} layer types")
+    for t in types:
+        if t not in priced:
+            raise _err(where, "layer_types", f"holds {t!r}, a layer type that cannot be priced "
+                       f"(priced: {', '.join(priced)})")
+    return types
+
+
 def _quantization(cfg: Mapping, arch: str, where: str) -> str:
     q = cfg.get("quantization_config")
     if not q:

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
@@ -51,6 +49,7 @@ def plan(config: Union[str, Path, Mapping, None] = None, overrides: Optional[Seq
          output_dir: Union[str, Path, None] = None, jobs: Optional[int] = None, executor: str = "local",
          address: Optional[str] = None, overwrite: bool = False, **options: Any) -> PlanOutcome:
     """Run a plan: ``config`` (a run config or plan file path, a mapping, or None) plus the options by name."""
+    from vidur_specdec import console as C
     from vidur_specdec.config import ConfigError
     from vidur_specdec.plan import cli
 
@@ -60,23 +59,13 @@ def plan(config: Union[str, Path, Mapping, None] = None, overrides: Optional[Seq
         raise ConfigError(f"{unknown[0]}: not a plan option (allowed: {', '.join(sorted(names))})")
     if executor not in ("local", "ray"):
         raise ConfigError(f"executor: must be one of local, ray, got {executor!r}")
-    temp = None
-    if output_dir is None:
-        temp = Path(tempfile.mkdtemp(prefix="vidur-specdec-plan-"))
-        out = temp / "plan"
-    else:
-        out = Path(output_dir)
-    args = argparse.Namespace(config=config, overrides=list(overrides or []), output_dir=str(out), jobs=jobs,
-                              executor=executor, address=address, overwrite=overwrite,
-                              **{o.name: options.get(o.name) for o in OPTIONS})
-    try:
+    with C.api_output(output_dir, "plan") as (out, kept):
+        args = argparse.Namespace(config=config, overrides=list(overrides or []), output_dir=str(out), jobs=jobs,
+                                  executor=executor, address=address, overwrite=overwrite,
+                                  **{o.name: options.get(o.name) for o in OPTIONS})
         cli.execute(args, log=None, where=lambda name: name)
         summary = json.loads((out / "summary.json").read_text())
         points = pd.read_csv(out / "plan.csv")
         screen = pd.read_csv(out / "screen.csv")
-    finally:
-        if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
     frontier = points[points["frontier_all"]].sort_values("tok_s_user").reset_index(drop=True)
-    return PlanOutcome(points, screen, frontier, summary["best"], summary,
-                       None if temp is not None else out)
+    return PlanOutcome(points, screen, frontier, summary["best"], summary, out if kept else None)

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -80,30 +78,21 @@ def tune(config: Union[str, Path, Mapping, RunConfig, None] = None, overrides: O
     address = C.api_text("address", address)
     overwrite = C.api_bool("overwrite", overwrite)
     compare_drafters = C.api_text("compare_drafters", compare_drafters)
-    temp = None
-    if output_dir is None:
-        temp = Path(tempfile.mkdtemp(prefix="vidur-specdec-tune-"))
-        out = temp / "tune"
-    else:
-        out = Path(output_dir)
-    args = argparse.Namespace(
-        config=config, overrides=overrides, output_dir=str(out), jobs=jobs, executor=executor,
-        address=address, overwrite=overwrite, k_max=k_max, objective=objective,
-        slo_ttft_ms=cli.DEFAULT_SLO_TTFT_MS if slo_ttft_ms is None else float(slo_ttft_ms),
-        slo_tpot_ms=cli.DEFAULT_SLO_TPOT_MS if slo_tpot_ms is None else float(slo_tpot_ms),
-        slo_percentile=cli.DEFAULT_SLO_PERCENTILE if slo_percentile is None else slo_percentile,
-        load_axis=load_axis, loads=loads,
-        warmup_requests=warmup_requests, compare_drafters=compare_drafters, tolerance=cli.DEFAULT_TOLERANCE if tolerance is None else float(tolerance))
-    try:
+    with C.api_output(output_dir, "tune") as (out, kept):
+        args = argparse.Namespace(
+            config=config, overrides=overrides, output_dir=str(out), jobs=jobs, executor=executor,
+            address=address, overwrite=overwrite, k_max=k_max, objective=objective,
+            slo_ttft_ms=cli.DEFAULT_SLO_TTFT_MS if slo_ttft_ms is None else float(slo_ttft_ms),
+            slo_tpot_ms=cli.DEFAULT_SLO_TPOT_MS if slo_tpot_ms is None else float(slo_tpot_ms),
+            slo_percentile=cli.DEFAULT_SLO_PERCENTILE if slo_percentile is None else slo_percentile,
+            load_axis=load_axis, loads=loads, warmup_requests=warmup_requests, compare_drafters=compare_drafters,
+            tolerance=cli.DEFAULT_TOLERANCE if tolerance is None else float(tolerance))
         try:
             cli.execute(args, log=None)
         except ConfigError as e:
             raise type(e)(C.api_message(str(e))) from None  # named by the keyword, not the command's option
         summary = json.loads((out / "summary.json").read_text())
         points = pd.read_csv(out / "tune.csv")
-    finally:
-        if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
     return TuneOutcome(points=points, summary=summary, schedule=[tuple(r) for r in summary["schedule"]],
                        speculative_config=summary["speculative_config"],
-                       output_dir=None if temp is not None else out)
+                       output_dir=out if kept else None)
