@@ -38,7 +38,9 @@ from vidur.execution_time_predictor.random_forrest_execution_time_predictor impo
 )
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import SklearnExecutionTimePredictor
 
-from vidur_specdec.costs.operator_model import LINEAR_OPS, OperatorTimeModel, clear_memory_cache, load_time_model, locate_profile
+from vidur_specdec.costs.fit_cache import clear_memory_cache, load_time_model
+from vidur_specdec.costs.operator_model import LINEAR_OPS, OperatorTimeModel
+from vidur_specdec.costs.profile_files import locate_profile
 
 REPO = Path(__file__).resolve().parents[1]
 MAPE = SklearnExecutionTimePredictor.mean_absolute_percentage_error

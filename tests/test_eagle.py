@@ -13,7 +13,8 @@ from vidur_specdec.speculation.acceptance import alpha_from_mean_length, expecte
 from vidur_specdec.config import ConfigError
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.hardware.devices import get_device
-from vidur_specdec.costs.operator_model import load_time_model, locate_profile
+from vidur_specdec.costs.fit_cache import load_time_model
+from vidur_specdec.costs.profile_files import locate_profile
 from vidur_specdec.pricing.plan import StepComposition
 from vidur_specdec.speculation.proposers.base import ProposerContext
 from vidur_specdec.speculation.proposers.eagle import EagleProposer

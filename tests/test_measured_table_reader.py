@@ -149,7 +149,8 @@ def test_a_mistyped_shipped_config_is_one_line(data):
        data=st.data())
 def test_a_measured_profile_time_that_is_not_a_finite_number_of_ms_is_refused(tmp_path_factory, table, value,
                                                                                 data):
-    from vidur_specdec.costs.operator_model import locate_profile, read_profile
+    from vidur_specdec.costs.operator_model import read_profile
+    from vidur_specdec.costs.profile_files import locate_profile
 
     mlp, att = locate_profile("shipped", "a100", "meta-llama/Llama-2-7b-hf")
     df = pd.read_csv(mlp if table == "mlp" else att)

@@ -12,7 +12,8 @@ from vidur_specdec.costs import memory
 from vidur_specdec.speculation.acceptance import (AcceptanceModel, RequestAcceptance, expected_tokens_per_step,
                                                   pmf_from_rates)
 from vidur_specdec.architectures.models import KNOWN_MODELS, get_model
-from vidur_specdec.costs.operator_model import load_time_model, locate_profile
+from vidur_specdec.costs.fit_cache import load_time_model
+from vidur_specdec.costs.profile_files import locate_profile
 from vidur_specdec.pricing.plan import StepComposition
 from vidur_specdec.engine.reference.step_plan import plan_of
 from vidur_specdec.speculation.proposers.draft_model import DraftModelProposer

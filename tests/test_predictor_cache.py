@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from vidur_specdec.costs import cache_entries as CE
 
-from vidur_specdec.costs import operator_model as predictor
-from vidur_specdec.costs.operator_model import OperatorTimeModel, clear_memory_cache, load_time_model, locate_profile
+from vidur_specdec.costs import cache_entries
+from vidur_specdec.costs.fit_cache import clear_memory_cache, load_time_model
+from vidur_specdec.costs.operator_model import OperatorTimeModel
+from vidur_specdec.costs.profile_files import locate_profile
 
 LLAMA7 = "meta-llama/Llama-2-7b-hf"
 
@@ -124,7 +126,6 @@ def test_an_entry_holding_pickled_code_is_never_run_even_with_a_matching_digest(
 
 @functools.lru_cache(maxsize=1)
 def _fresh_fit():
-    from vidur_specdec.costs.operator_model import locate_profile
 
     return OperatorTimeModel.fit(*locate_profile("shipped", "a100", LLAMA7))
 
@@ -132,9 +133,8 @@ def _fresh_fit():
 @settings(max_examples=20)
 @given(data=st.data())
 def test_any_doctored_entry_is_refitted_or_read_as_the_fit_never_run(tmp_path_factory, data):
-    from vidur_specdec.costs.operator_model import locate_profile
 
-    from vidur_specdec.costs import operator_model as OM
+    from vidur_specdec.costs import fit_cache as OM
 
     mlp, att = locate_profile("shipped", "a100", LLAMA7)
     cache = tmp_path_factory.mktemp("cache")
@@ -181,7 +181,7 @@ def test_cache_dir_config_key(tmp_path):
     cache = tmp_path / "c"
     simulate({"workload": {"num_requests": 5}, "predictor": {"cache_dir": str(cache)}})
     assert len(list(cache.glob("*.npz"))) == 1
-    assert predictor.default_cache_dir().name == "vidur_specdec"
+    assert cache_entries.default_cache_dir().name == "vidur_specdec"
 
 
 def _built_run(tmp_path, cache):

@@ -163,7 +163,8 @@ def test_engine_overheads_only_slow_steps_down():
 def _pricer(tp: int, all_reduce: str = DEFAULT_ALL_REDUCE):
     """A step pricer over the shipped A100 profile (its per-GPU op tables at any TP) with ``all_reduce``."""
     from vidur_specdec.costs import kernels, verify_cost
-    from vidur_specdec.costs.operator_model import load_time_model, locate_profile
+    from vidur_specdec.costs.fit_cache import load_time_model
+    from vidur_specdec.costs.profile_files import locate_profile
     from vidur_specdec.pricing.pricer import StepPricer
     from vidur_specdec.speculation import proposers
 

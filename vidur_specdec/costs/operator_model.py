@@ -1,4 +1,4 @@
-"""Per-layer operator times fitted from a profile in Vidur's CSV schema, and their cache.
+"""Per-layer operator times fitted from a profile in Vidur's CSV schema.
 
 :class:`OperatorTimeModel` — per-layer operator times (ms) of one model on one
 device and tensor-parallel size, fitted from ``mlp.csv`` + ``attention.csv``.
@@ -7,30 +7,24 @@ isotonic fit of the profile rows); decode attention is a 2-D table over
 (decoding requests, mean context); prefill attention a 2-D table over (context
 before the chunk, chunk tokens). Tables are made monotone (more tokens, bigger
 batches or longer contexts are never cheaper). The target and the drafter each
-get their own model, fitted separately. Fitted models are cached in memory and
-on disk (:func:`load_time_model`), keyed by the profile files' bytes, the fit
-settings and this module's code, as NumPy ``.npz`` data checked against its
-stored digest on every read (:mod:`vidur_specdec.costs.cache_entries`: nothing
-read from a cache is executed); :func:`locate_profile` finds profile files in
-Vidur's layout. This module does not import Vidur.
+get their own model, fitted separately. Fitted models are kept in memory and on
+disk by :mod:`vidur_specdec.costs.fit_cache` (:func:`~vidur_specdec.costs.fit_cache.load_time_model`);
+:mod:`vidur_specdec.costs.profile_files` finds profile files in Vidur's layout.
+This module does not import Vidur.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pandas as pd
 
 from vidur_specdec.config import ConfigError
-from vidur_specdec.costs import cache_entries as CE
 from vidur_specdec.costs import isotonic
-from vidur_specdec.costs.cache_entries import default_cache_dir  # noqa: F401 (re-exported)
 from vidur_specdec.costs.ops import LINEAR_OPS
 
 # Ops that make up Vidur's per-layer model time (kv_cache_save and emb are not counted by Vidur).
@@ -324,138 +318,3 @@ class OperatorTimeModel:
     def prefill_attention_ms(self, kv_before: int, chunk: int) -> float:
         """Attention of one prefill chunk of ``chunk`` tokens after ``kv_before`` cached tokens."""
         return self.prefill(kv_before, chunk) if chunk > 0 else 0.0
-
-
-# --------------------------------------------------------------------------- fitting cache
-
-_FIT_CACHE: Dict[str, OperatorTimeModel] = {}
-# a change to the fitting code: this module and the op list it fits
-_CODE_DIGEST = hashlib.sha256(
-    Path(__file__).read_bytes() + Path(__file__).with_name("ops.py").read_bytes()
-    + Path(__file__).with_name("isotonic.py").read_bytes()
-).hexdigest()
-
-
-_FILE_DIGESTS: Dict[tuple, str] = {}
-
-
-def file_digest(path: Path, fresh: bool = False) -> str:
-    """SHA-256 (hex) of a file's bytes; reread only when its path, size or mtime changed (or ``fresh``)."""
-    p = Path(path).resolve()
-    st = p.stat()
-    key = (str(p), st.st_size, st.st_mtime_ns, st.st_ino)
-    if fresh or key not in _FILE_DIGESTS:
-        _FILE_DIGESTS[key] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return _FILE_DIGESTS[key]
-
-
-def fit_key(mlp_csv: Path, attention_csv: Path, tp: int = 1) -> str:
-    """Cache key: the profile files' bytes, the fit settings and the fitting code itself."""
-    text = f"tp={tp};kv={KV_STEP};chunk={CHUNK_STEP};code={_CODE_DIGEST}"
-    for p in (mlp_csv, attention_csv):
-        text += ";" + file_digest(p)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def load_time_model(mlp_csv: Path, attention_csv: Path, tp: int = 1,
-                    cache_dir: Optional[Path] = None) -> OperatorTimeModel:
-    """The fitted model for these exact profile bytes: from this process, the disk cache, or a fresh fit.
-
-    ``cache_dir`` None uses :func:`default_cache_dir`. A changed profile file
-    (or fitting code) has another key, so a stale entry is never reused. The
-    entry is ``operator-model-<key>.npz`` (arrays only, read with
-    ``allow_pickle=False``) with its SHA-256 beside it; one that does not verify
-    or does not hold a well-formed model is refitted and rewritten, with one
-    ``warning:`` line. Entries are written atomically; a read-only cache folder
-    only costs a refit next time.
-    """
-    key = fit_key(mlp_csv, attention_csv, tp)
-    model = _FIT_CACHE.get(key)
-    if model is not None:
-        return model
-    path = Path(cache_dir or default_cache_dir()) / f"operator-model-{key[:32]}.npz"
-    data, why = CE.read_verified(path)
-    if data is not None:
-        try:
-            model = _from_arrays(CE.npz_arrays(data))
-        except Exception as e:  # any malformed content: not a model (never trusted beyond its arrays)
-            model, why = None, f"does not hold a fitted model ({type(e).__name__})"
-    if model is None:
-        if why:
-            CE.warn_rebuilt(path, why)
-        model = OperatorTimeModel.fit(Path(mlp_csv), Path(attention_csv), tp)
-        try:
-            CE.write_entry(path, CE.npz_bytes(_to_arrays(model)))
-        except OSError:
-            pass
-    _FIT_CACHE[key] = model
-    return model
-
-
-def _to_arrays(m: OperatorTimeModel) -> Dict[str, np.ndarray]:
-    """A fitted model as named arrays (the ``.npz`` cache entry)."""
-    out = {"linear": np.array([m.linear[op] for op in LINEAR_OPS], dtype=float),
-           "linear_sum": np.array(m.linear_sum, dtype=float),
-           "max_decode_batch": np.array(int(m.max_decode_batch)), "source": np.array(str(m.source))}
-    for name, g in (("decode", m.decode), ("prefill", m.prefill)):
-        out[f"{name}_axes"] = np.array([g.x0, g.dx, g.y0, g.dy], dtype=float)
-        out[f"{name}_values"] = np.array(g.v, dtype=float)
-    return out
-
-
-def _from_arrays(a: Dict[str, np.ndarray]) -> OperatorTimeModel:
-    """The model of :func:`_to_arrays`' arrays; ValueError unless every array has its shape and finite values."""
-    lin = np.asarray(a["linear"], dtype=float)
-    if lin.shape != (len(LINEAR_OPS), LINEAR_TABLE_TOKENS + 1) or not np.isfinite(lin).all() or (lin < 0).any():
-        raise ValueError("linear tables")
-    grids = {}
-    for name in ("decode", "prefill"):
-        axes, vals = np.asarray(a[f"{name}_axes"], dtype=float), np.asarray(a[f"{name}_values"], dtype=float)
-        if (axes.shape != (4,) or vals.ndim != 2 or 0 in vals.shape or not np.isfinite(axes).all()
-                or not np.isfinite(vals).all() or (vals < 0).any() or axes[1] <= 0 or axes[3] <= 0):
-            raise ValueError(f"{name} grid")
-        grids[name] = Grid2D(*axes, vals)
-    batch, total = int(a["max_decode_batch"]), np.asarray(a["linear_sum"], dtype=float)
-    if batch < 1 or total.shape != lin.shape[1:] or not np.isfinite(total).all():
-        raise ValueError("max_decode_batch or linear_sum")
-    return OperatorTimeModel(linear={op: lin[i].tolist() for i, op in enumerate(LINEAR_OPS)},
-                             decode=grids["decode"], prefill=grids["prefill"], max_decode_batch=batch,
-                             source=str(a["source"]), linear_sum=total.tolist())
-
-
-def clear_memory_cache() -> None:
-    """Forget models fitted in this process (the disk cache is kept)."""
-    _FIT_CACHE.clear()
-
-
-SHIPPED = "shipped"
-
-
-def shipped_profiles_root() -> Path:
-    """The shipped ``profiles/`` folder: the checkout's (editable install) or ``<prefix>/share``'s."""
-    checkout = Path(__file__).resolve().parents[2] / "profiles"
-    if checkout.is_dir():
-        return checkout
-    return Path(sys.prefix) / "share" / "vidur_specdec" / "profiles"
-
-
-def locate_profile(root: str, device: str, model: str, key: str = "profiles") -> Tuple[Path, Path]:
-    """Find ``mlp.csv`` and ``attention.csv`` for ``model`` on ``device`` under ``root``.
-
-    Looks in ``root/DEVICE/MODEL``, ``root/compute/DEVICE/MODEL`` (Vidur's
-    ``data/profiling`` layout) and ``root`` itself; ``attention.sample.csv`` is
-    accepted where ``attention.csv`` is absent. Raises :class:`ConfigError`
-    naming ``key`` and the folders searched.
-    """
-    base = shipped_profiles_root() if root == SHIPPED else Path(root).expanduser()
-    candidates = [base / device / model, base / "compute" / device / model, base]
-    for d in candidates:
-        mlp = d / "mlp.csv"
-        if not mlp.is_file():
-            continue
-        for name in ("attention.csv", "attention.sample.csv"):
-            if (d / name).is_file():
-                return mlp, d / name
-        raise ConfigError(f"{key}: {d} has mlp.csv but no attention.csv")
-    raise ConfigError(f"{key}: no mlp.csv for {model} on {device}; looked in "
-                      + ", ".join(str(c) for c in candidates))

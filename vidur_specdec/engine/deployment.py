@@ -266,7 +266,7 @@ def time_models(cfg: RunConfig, dep: Deployment, longest_tokens: int):
     the validation harness's cost model and the draft-model proposer.
     """
     # lazy: start-up cost of scipy, sklearn, vidur
-    from vidur_specdec.costs.operator_model import load_time_model
+    from vidur_specdec.costs.fit_cache import load_time_model
 
     choices = profiles(cfg, dep, longest_tokens)
     cache = cfg.predictor.cache_dir

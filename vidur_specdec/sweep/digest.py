@@ -68,7 +68,7 @@ def profile_digests(cfg: RunConfig, fresh: bool = False) -> Dict[str, str]:
 
     Digests are cached per path, size and mtime in this process; ``fresh`` re-reads the files.
     """
-    from vidur_specdec.costs.operator_model import file_digest
+    from vidur_specdec.costs.fit_cache import file_digest
 
     cfgs = [cfg]
     if cfg.disaggregation.enabled:  # every pool's profiles (each pool may run its own TP or device)

@@ -175,7 +175,8 @@ def choose_profile(root: str, model: ModelSpec, device: DeviceSpec, tp: int, *, 
     one other than the roofline makes it a ``tables`` profile (the shipped file is used only under the roofline).
     """
     # lazy: name SHIPPED is bound otherwise at module level
-    from vidur_specdec.costs.operator_model import SHIPPED, default_cache_dir, locate_profile, shipped_profiles_root
+    from vidur_specdec.costs.cache_entries import default_cache_dir
+    from vidur_specdec.costs.profile_files import SHIPPED, locate_profile, shipped_profiles_root
 
     if root in (SHIPPED, BUILT):
         priced = _priced_by(kernels)
@@ -198,6 +199,6 @@ def choose_profile(root: str, model: ModelSpec, device: DeviceSpec, tp: int, *, 
 def describe(choice: ProfileChoice, path: Path) -> str:
     """One profile file as ``<label>/<file name> sha256:<12 hex>`` (machine independent)."""
     # lazy: start-up cost of scipy, sklearn
-    from vidur_specdec.costs.operator_model import file_digest
+    from vidur_specdec.costs.fit_cache import file_digest
 
     return f"{choice.label}/{Path(path).name} sha256:{file_digest(path)[:12]}"
