@@ -25,7 +25,7 @@ from vidur_specdec.architectures.hybrid import aic_config_path  # noqa: E402
 from vidur_specdec.architectures.models import resolve_model  # noqa: E402
 from vidur_specdec.config import ConfigError  # noqa: E402
 from vidur_specdec.costs import fused_moe_table as F  # noqa: E402
-from vidur_specdec.engine import deployment  # noqa: E402
+from vidur_specdec.engine import deployment, memory_fit  # noqa: E402
 from vidur_specdec.engine.resolve import load  # noqa: E402
 from vidur_specdec.speculation import proposers  # noqa: E402
 
@@ -71,12 +71,12 @@ def deploy(name: str, spec):
                         "workload": {"num_requests": 1}})
             dep = deployment.resolve(cfg)
             head = proposers.head_memory(cfg, dep)
-            blocks = deployment.gpu_blocks(cfg, dep, head)
+            blocks = memory_fit.gpu_blocks(cfg, dep, head)
         except ConfigError:
             continue
         if blocks is None:
             continue
-        mem = deployment._plan_at(cfg, dep, dep.tp, dep.draft_tp, head)  # its block size: a hybrid model's is raised
+        mem = memory_fit.plan_at(cfg, dep, dep.tp, dep.draft_tp, head)  # its block size: a hybrid model's is raised
         if blocks * mem.block_size < KV_TOKENS:
             continue
         weights = (mem.target_weight_bytes + mem.draft_weight_bytes) / GIB

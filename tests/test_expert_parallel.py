@@ -6,7 +6,7 @@ from vidur_specdec.architectures.models import KNOWN_MODELS
 from vidur_specdec.config import ConfigError
 from vidur_specdec.costs import memory, routing
 from vidur_specdec.costs.moe_layer import moe_layer_ms
-from vidur_specdec.engine import deployment
+from vidur_specdec.engine import deployment, memory_fit
 from vidur_specdec.engine.resolve import load
 from vidur_specdec.hardware.devices import get_device
 from vidur_specdec.sweep.definition import identity
@@ -17,7 +17,7 @@ DS = "deepseek-ai/DeepSeek-V3"
 def _fit(d):
     cfg = load(d)
     dep = deployment.resolve(cfg)
-    return dep, deployment.plan_memory(cfg, dep, 2048, 0)
+    return dep, memory_fit.plan_memory(cfg, dep, 2048, 0)
 
 
 def test_expert_parallel_on_a_dense_model_is_one_line():

@@ -71,12 +71,12 @@ def test_sparse_fields_need_mla():
 
 def test_glm5_in_bf16_on_eight_h200_names_the_smallest_fit():
     from vidur_specdec.config import ConfigError
-    from vidur_specdec.engine import deployment
+    from vidur_specdec.engine import deployment, memory_fit
     from vidur_specdec.engine.resolve import load
 
     def plan(model):
         cfg = load({"model": model, "device": "h200", "parallel": {"tensor_parallel_size": 8}})
-        return deployment.plan_memory(cfg, deployment.resolve(cfg), 8192, 0)
+        return memory_fit.plan_memory(cfg, deployment.resolve(cfg), 8192, 0)
 
     with pytest.raises(ConfigError, match="does not fit on h200 .* fits with device=b300") as e:
         plan("zai-org/GLM-5")

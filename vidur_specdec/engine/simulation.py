@@ -28,7 +28,7 @@ from vidur_specdec.architectures.models import ModelSpec
 from vidur_specdec.config import ConfigError, RunConfig
 from vidur_specdec.costs import memory  # noqa: F401 (Prepared.memory is a memory.MemoryPlan)
 from vidur_specdec.costs.profiles.on_demand import describe
-from vidur_specdec.engine import deployment
+from vidur_specdec.engine import deployment, memory_fit
 from vidur_specdec.engine.core.run import run_core
 from vidur_specdec.engine.deployment import Deployment
 from vidur_specdec.engine.digest import plan_digest
@@ -145,8 +145,8 @@ def prepare(cfg: RunConfig, specs: Optional[List[RequestSpec]] = None):
         raise ConfigError(f"workload.trace_file: request {longest} has prompt + output = {total} tokens "
                           f"> max_model_len {model.max_model_len}")
     head = proposers.head_memory(cfg, dep)  # an EAGLE/MTP/Medusa head's weights and KV per GPU (cheap)
-    mem = deployment.plan_memory(cfg, dep, total, longest, head=head)
-    gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else deployment.gpu_blocks(cfg, dep, head)
+    mem = memory_fit.plan_memory(cfg, dep, total, longest, head=head)
+    gpu_blocks = mem.num_blocks if cfg.scheduler.num_blocks is None else memory_fit.gpu_blocks(cfg, dep, head)
     warnings = config_warnings(cfg, gpu_blocks=gpu_blocks)
     warnings += dep.kernels.warnings(dep.tp, [model], dep.ep)  # what the kernel source could not measure
     pricer, choices = resolved_pricer(cfg, dep, deployment.longest_request_tokens(cfg, specs))

@@ -17,7 +17,6 @@ or ``trace`` (a CSV, JSONL or Parquet file in one of the layouts of
 from __future__ import annotations
 
 import importlib.util
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
