@@ -19,7 +19,7 @@ from vidur_specdec.engine.resolve import load
 from vidur_specdec.config.files import parse_set
 from vidur_specdec.sweep.definition import load_sweep
 from vidur_specdec.sweep.executors import run_local
-from vidur_specdec.validate import steplogs
+from vidur_specdec.validate import steplog_read, steplogs
 from vidur_specdec.validate.fake_server import FakeEngineConfig, FakeServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -261,14 +261,14 @@ def test_steplogs_keep_accuracy_and_load_runs_apart(tmp_path, fmt):
     if fmt == "parquet":
         pytest.importorskip("pyarrow")
     _card_tree(tmp_path, fmt)
-    steps = steplogs.read_table(tmp_path, "steps")
+    steps = steplog_read.read_table(tmp_path, "steps")
     row = steps.iloc[0]
     assert (row["gpu"], row["target"], row["split"], row["drafter"], int(row["k"]), int(row["c"])) == (
         "H100", "meta-llama/Llama-3.1-8B", "qualitative", "yuhuili/EAGLE3-8B", 3, 1)
     assert sorted(set(steps["mode"])) == ["accuracy", "load"]
     _, summ = steplogs.acceptance_from_hist(steps)
     assert len(summ) == 2 and set(summ["mode"]) == {"accuracy", "load"}
-    assert len(steplogs.read_table(tmp_path, "steps", {"gpu": "h100"})) == len(steps)
+    assert len(steplog_read.read_table(tmp_path, "steps", {"gpu": "h100"})) == len(steps)
 
 
 def test_steps_filter_matching_nothing_and_k_mismatch(tmp_path, cfg, capsys):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from validate_fixtures import MODEL, RUN, small_config, small_profiles, write_steplog_tree  # noqa: F401
 
-from vidur_specdec.validate import steplogs
+from vidur_specdec.validate import steplog_read, steplogs
 from vidur_specdec.validate.cli import main
 from vidur_specdec.validate.cost import price_sums, pricer_for, split_sums
 
@@ -22,17 +22,17 @@ def tree(tmp_path_factory):
 
 def test_reads_layout_and_key_columns(tree):
     root, truth = tree
-    steps = steplogs.read_table(root, "steps")
+    steps = steplog_read.read_table(root, "steps")
     assert len(steps) == 400
-    assert set(steplogs.KEY) <= set(steps.columns)
+    assert set(steplog_read.KEY) <= set(steps.columns)
     assert steps["target"].iloc[0] == RUN["target"]
-    assert steplogs.read_table(root, "steps", {"c": 999}).empty
-    assert steplogs.read_table(root, "nosuchtable") is None
+    assert steplog_read.read_table(root, "steps", {"c": 999}).empty
+    assert steplog_read.read_table(root, "nosuchtable") is None
 
 
 def test_key_columns_inferred_from_path(tmp_path):
     write_steplog_tree(tmp_path, drop_key_columns=True, steps_n=20)
-    steps = steplogs.read_table(tmp_path, "steps")
+    steps = steplog_read.read_table(tmp_path, "steps")
     row = steps.iloc[0]
     assert (row["gpu"], row["target"], row["split"], row["drafter"], int(row["k"])) == (
         RUN["gpu"], RUN["target"], RUN["split"], RUN["drafter"], RUN["k"])
@@ -40,7 +40,7 @@ def test_key_columns_inferred_from_path(tmp_path):
 
 def test_acceptance_from_hist_recovers_alpha(tree):
     root, truth = tree
-    pos, summ = steplogs.acceptance_from_hist(steplogs.read_table(root, "steps"))
+    pos, summ = steplogs.acceptance_from_hist(steplog_read.read_table(root, "steps"))
     assert len(summ) == 1
     s = summ.iloc[0]
     assert s["drafts"] == 400 * truth["decodes"]  # prefill first tokens were taken off hist[1]
@@ -52,8 +52,8 @@ def test_acceptance_from_hist_recovers_alpha(tree):
 
 def test_acceptance_from_tokens_per_category(tree):
     root, truth = tree
-    tokens = steplogs.read_table(root, "tokens")
-    outputs = steplogs.read_table(root, "outputs")
+    tokens = steplog_read.read_table(root, "tokens")
+    outputs = steplog_read.read_table(root, "outputs")
     pos, summ = steplogs.acceptance_from_tokens(tokens, outputs)
     by_cat = summ.set_index("category")
     for cat, a in truth["cat_alphas"].items():
@@ -67,7 +67,7 @@ def test_acceptance_from_tokens_per_category(tree):
 
 def test_step_time_split(tree):
     root, truth = tree
-    steps = steplogs.read_table(root, "steps")
+    steps = steplog_read.read_table(root, "steps")
     d = steplogs.step_durations(steps)
     t = truth["step_times"]
     assert d["fwd_ms"].to_numpy() == pytest.approx(t["fwd"])
@@ -81,7 +81,7 @@ def test_step_time_split(tree):
 
 def test_request_latency_from_chunks(tree):
     root, truth = tree
-    lat = steplogs.request_latency(steplogs.read_table(root, "requests"))
+    lat = steplogs.request_latency(steplog_read.read_table(root, "requests"))
     assert len(lat) == len(truth["requests"])
     for got, want in zip(lat.to_dict("records"), truth["requests"]):
         for key in ("ttft_ms", "tpot_ms", "e2e_ms", "output_tokens"):
