@@ -62,15 +62,15 @@ def test_profiles_build_sizes_are_bounded(tmp_path, capsys):
 def test_a_large_build_is_announced_with_its_estimate(monkeypatch):
     from vidur_specdec.architectures.models import get_model
     from vidur_specdec.costs import profiles
-    from vidur_specdec.costs.profiles import builder
+    from vidur_specdec.costs.profiles import vidur_tables
 
     lines = []
     monkeypatch.setattr(profiles, "build_mlp_df", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("built")))
     with pytest.raises(RuntimeError, match="built"):
         profiles.build_profile(get_model("meta-llama/Llama-3.1-8B"), "h100", 1, log=lines.append)
     assert len(lines) == 1 and "4,459,011 rows" in lines[0] and "GB of memory" in lines[0]
-    assert builder.attention_grid_rows(4096) == len(builder.attention_grid(4096))
-    assert builder.attention_grid_rows(8192, max_chunk=512) == len(builder.attention_grid(8192, max_chunk=512))
+    assert vidur_tables.attention_grid_rows(4096) == len(vidur_tables.attention_grid(4096))
+    assert vidur_tables.attention_grid_rows(8192, max_chunk=512) == len(vidur_tables.attention_grid(8192, max_chunk=512))
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -22,18 +22,20 @@ from vidur_specdec.config.files import naming
 from vidur_specdec.architectures.models import ModelError, ModelSpec, get_model, resolve_model
 from vidur_specdec.costs.profiles import params
 from vidur_specdec.costs.profiles.builder import (
-    ATTENTION_COLUMNS,
     GEMM_OPS,
-    MLP_COLUMNS,
-    MLP_OPS,
     ProfileError,
     attention_op_times,
-    build_attention_df,
-    build_mlp_df,
     check_tp,
     device_fields,
     median_abs_pct_error,
     mlp_op_times,
+)
+from vidur_specdec.costs.profiles.vidur_tables import (
+    ATTENTION_COLUMNS,
+    MLP_COLUMNS,
+    MLP_OPS,
+    build_attention_df,
+    build_mlp_df,
     mlp_token_grid,
 )
 from vidur_specdec.costs.profiles.csv_text import to_csv_text
@@ -126,7 +128,7 @@ CSV_BYTES_PER_ROW = 210  # on disk: the shipped Llama-2-7B attention.csv, 2,593,
 def build_rows(model_spec: ModelSpec, tps: Sequence[int], max_tokens: Optional[int] = None,
                max_chunk: Optional[int] = None) -> int:
     """Rows of mlp.csv plus attention.csv a build writes; past a bound a :class:`ProfileError` (one line)."""
-    from vidur_specdec.costs.profiles.builder import attention_grid_rows
+    from vidur_specdec.costs.profiles.vidur_tables import attention_grid_rows
 
     tps = list(tps)
     if max_tokens is not None and not 1 <= max_tokens <= MAX_BUILD_TOKENS:

@@ -5,8 +5,9 @@ With ``profiles: shipped`` a (model, device, tensor-parallel size) listed in
 any other is built by :func:`vidur_specdec.profiles.build_profile` at run time
 and cached as ``mlp.csv`` + ``attention.csv`` under
 ``<predictor.cache_dir>/profiles/<key>/``. The key hashes everything the files
-depend on: the builder's code and parameters (``builder.py``, ``params.py``,
-``__init__.py``, this module), the :class:`~vidur_specdec.architectures.models.ModelSpec`, the
+depend on: the builder's code and parameters (``builder.py``, ``vidur_tables.py``,
+``csv_text.py``, ``params.py``, ``__init__.py``, this module), the
+:class:`~vidur_specdec.architectures.models.ModelSpec`, the
 :class:`~vidur_specdec.hardware.devices.DeviceSpec`, the tensor-parallel size and the
 grid (context and chunk cover). Files are written to temporary siblings and
 renamed into place, so a crashed or concurrent build never leaves half a file;
@@ -56,7 +57,8 @@ BUILT = "built"  # profiles: built -- the analytical roofline throughout (the sh
 
 _HERE = Path(__file__).resolve().parent
 _CODE_DIGEST = hashlib.sha256(b"".join(
-    (_HERE / name).read_bytes() for name in ("builder.py", "params.py", "__init__.py", "on_demand.py")
+    (_HERE / name).read_bytes() for name in ("builder.py", "vidur_tables.py", "csv_text.py", "params.py", "__init__.py",
+                                             "on_demand.py")
 )).hexdigest()
 
 
