@@ -37,17 +37,23 @@ FLIP_WARN_FRACTION = 0.05
 
 
 class StepRecorder:
-    """Records one row per engine step (both engines call :meth:`record` when a step starts)."""
+    """Records one row per engine step (both engines call :meth:`record` when a step starts).
 
-    def __init__(self) -> None:
+    ``track_replicas``: keep :attr:`replica_of` (request index -> the replica of its latest step) from the steps;
+    the engine core, whose requests know their replica, turns it off and reads theirs.
+    """
+
+    def __init__(self, track_replicas: bool = True) -> None:
         self.rows: List[tuple] = []
         self.replica_of: Dict[int, int] = {}  # request index -> replica that ran its steps
+        self.track_replicas = track_replicas
 
     def record(self, time: float, replica: int, stage: int, key, price) -> None:
         """A step starts on ``replica`` at ``time`` (s): its row, from the step plan the pricer priced
         (``price.plan``); ``key`` tells a pipelined step's stages apart (unused here)."""
         plan = price.plan
-        self.replica_of.update(dict.fromkeys(plan.indices, replica))
+        if self.track_replicas:
+            self.replica_of.update(dict.fromkeys(plan.indices, replica))
         more = price.dp_columns() if price.dp is not None else ()  # a data-parallel group: DP_COLUMNS
         self.rows.append((
             len(self.rows), replica, time, price.total_time * 1e3, len(plan.request_ids),

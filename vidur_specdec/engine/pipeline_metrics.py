@@ -35,8 +35,8 @@ _AT = {c: STEP_COLUMNS.index(c) for c in _SUMMED}
 class PipelineStepRecorder(StepRecorder):
     """:class:`StepRecorder` for ``stages`` > 1 pipeline stages: one row per step, stage times added up."""
 
-    def __init__(self, stages: int) -> None:
-        super().__init__()
+    def __init__(self, stages: int, track_replicas: bool = True) -> None:
+        super().__init__(track_replicas)
         self.stages = stages
         self._open: Dict[Tuple[int, int], list] = {}  # (replica, batch id) -> its row
 

@@ -99,6 +99,7 @@ class Loop:
             return
         chosen = set()
         for rid, request in mapping:
+            request.replica = rid
             self.replicas[rid].sched.add(request)
             chosen.add((rid,))  # Vidur's set of ReplicaIds: same hashes, same iteration order
         for (rid,) in chosen:
@@ -123,13 +124,15 @@ class Loop:
             return
         sched = replica.sched
         heap = self.heap
+        next_step, price_of, record, rid = sched.next_step, replica.pricer.price, self.recorder.record, replica.rid
         while True:
-            step = sched.next_step()
+            step = next_step()
             if step is None:
                 if done:
                     self._release(time, done)
                 return
-            if step.plan.has_prefill:  # only a prefill chunk's request can be new here
+            plan = step.plan
+            if plan.has_prefill:  # only a prefill chunk's request can be new here
                 for r in step.requests:
                     if not r.scheduled:
                         r.on_schedule(time)
@@ -138,8 +141,8 @@ class Loop:
                 replica.running_stages += 1
                 self.push(time, self._stage_arrival, (replica, 0, step))
                 return
-            price = replica.pricer.price(step.plan)
-            self.recorder.record(time, replica.rid, 0, step, price)
+            price = price_of(plan)
+            record(time, rid, 0, step, price)
             end = time + price.total_time
             if done or (heap and heap[0][0] <= end):
                 replica.running_batches += 1

@@ -161,6 +161,7 @@ class PoolRouter:
         r.kv_loaded_at = time
         r.kv_loaded = True
         r.processed = r.prompt_tokens - 1  # all but the last prompt token loaded
+        r.replica = r.decode_replica
         self.ranks[r.decode_unit].add(r)  # on the rank chosen at hand-off
         loop = self.loop
         loop.schedule_now(time, loop.replicas[r.decode_replica])

@@ -33,7 +33,7 @@ class CoreRequest:
     __slots__ = ("id", "index", "arrived_at", "prompt_tokens", "output_tokens", "prefill_tokens", "total_tokens",
                  "processed", "prefill_complete", "completed", "scheduled", "scheduled_at", "prefill_completed_at",
                  "completed_at", "num_restarts", "decode_steps", "guesses", "accepted_tokens", "acceptance",
-                 "proposals", "catchup_tokens", "previous_q_tokens",
+                 "proposals", "catchup_tokens", "previous_q_tokens", "replica",
                  # prefill/decode pools (vidur_specdec.engine.core.pools)
                  "prefill_only", "parent", "shadow", "prefill_replica", "decode_replica", "prefill_unit",
                  "decode_unit", "handoff_at", "kv_start_at", "kv_transfer_ms", "kv_transfer_bytes", "kv_loaded_at",
@@ -62,6 +62,7 @@ class CoreRequest:
         self.proposals = None  # its proposal draws (ngram/suffix), set on first use
         self.catchup_tokens = 1  # tokens advanced in its previous decode step, not yet seen by a drafter head
         self.previous_q_tokens = 1  # tokens charged in its previous decode step (1 + guesses)
+        self.replica = -1  # the replica whose scheduler holds it, so runs its steps (-1: none yet)
         self.prefill_only = False
         self.parent = self.shadow = None
         self.kv_loaded = False

@@ -61,6 +61,12 @@ def _arrival(time: float, payload) -> None:
     loop.arrive(time, r)
 
 
+def replica_of(requests) -> dict:
+    """Request index -> the replica that ran its steps: the one whose scheduler held it last (a pools request's
+    decode instance, which runs its steps after its prefill instance's)."""
+    return {r.index: r.replica for r in requests}
+
+
 def _concurrency(cfg):
     w = cfg.workload
     return w.concurrency if w.arrival == "closed" else None
@@ -77,7 +83,7 @@ def run_core(p, sim_mod):
     for rid in range(n):
         sched = DataParallelGroup([_rank(p) for _ in range(dep.dp)]) if dep.dp > 1 else _rank(p)
         replicas.append(Replica(rid, sched, p.pricer, dep.pp))
-    recorder = StepRecorder() if dep.pp == 1 else PipelineStepRecorder(dep.pp)
+    recorder = StepRecorder(False) if dep.pp == 1 else PipelineStepRecorder(dep.pp, False)  # replicas: requests'
     loop = Loop(replicas, GLOBAL_SCHEDULERS[p.cfg.parallel.global_scheduler](replicas), recorder)
     concurrency = _concurrency(p.cfg)
     requests = _requests(p.specs, concurrency is not None)
@@ -87,7 +93,7 @@ def run_core(p, sim_mod):
         unfinished = sum(not r.completed for r in requests)
         raise ConfigError(f"scheduler.num_blocks: {unfinished} requests could not be scheduled with "
                           f"{p.memory.num_blocks} KV blocks; give more blocks")
-    return sim_mod.finish(p, requests_frame(requests, recorder.replica_of), recorder.steps_frame())
+    return sim_mod.finish(p, requests_frame(requests, replica_of(requests)), recorder.steps_frame())
 
 
 def _run_pools(top, sim_mod):
@@ -109,7 +115,7 @@ def _run_pools(top, sim_mod):
             replicas.append(Replica(rid, scheds[rid], pool.prepared.pricer, 1, pool.role))
     requests = _requests(top.specs, _concurrency(top.cfg) is not None)
     router = PoolRouter(scheds, ids, top.link, top.cfg.disaggregation.router, len(requests))
-    recorder = StepRecorder()
+    recorder = StepRecorder(False)
     loop = Loop(replicas, router.assign, recorder)
     router.loop = loop
     _start(loop, requests, _concurrency(top.cfg))
@@ -118,7 +124,7 @@ def _run_pools(top, sim_mod):
         unfinished = sum(not r.completed for r in requests)
         raise ConfigError(f"scheduler.num_blocks: {unfinished} requests could not be scheduled with the "
                           "pools' KV blocks; give more blocks")
-    req = pd.concat([requests_frame(requests, recorder.replica_of), request_parts(requests)], axis=1)
+    req = pd.concat([requests_frame(requests, replica_of(requests)), request_parts(requests)], axis=1)
     steps = recorder.steps_frame()
     pool_of = {rid: role for role, rs in ids.items() for rid in rs}
     steps.insert(2, "pool", steps["replica"].map(pool_of))
