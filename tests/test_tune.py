@@ -262,13 +262,14 @@ def test_a_point_simulated_ahead_leaves_no_trace_until_asked_for(tmp_path):
 
     ev = evaluator("ahead", 2)
     first = ev.point("capacity", 2.0, Setting(0))
-    ev.run([first], [(3.0, Setting(0)), (5.0, Setting(0))])  # one idle worker: 3.0 only
-    assert [pt.load for pt in ev.points] == [2.0] and ev.simulated == 1  # 3.0 is no point yet
+    ev.run([first], [(3.0, Setting(0)), (5.0, Setting(0))])  # one idle worker: 3.0, then 5.0, on it
+    assert [pt.load for pt in ev.points] == [2.0] and ev.simulated == 1  # 3.0 and 5.0 are no points yet
+    assert len(ev._ahead) == 2
     assert len(ev.journal.path.read_text().splitlines()) == 2  # the header and the point asked for
     later = ev.point("capacity", 3.0, Setting(0))
     assert later.index == 1 and not later.done
-    ev.run([later, ev.point("capacity", 5.0, Setting(0))])
-    assert ev.simulated == 3
+    ev.run([later, ev.point("capacity", 5.0, Setting(0))])  # both taken from the ones simulated ahead
+    assert ev.simulated == 3 and not ev._ahead
 
     plain = evaluator("plain", 1)
     for load in (2.0, 3.0, 5.0):

@@ -345,8 +345,10 @@ class Evaluator(JournalRunner):
         """Give every point its metrics: from the journal when recorded, else simulated now.
 
         ``ahead``: (load, setting) pairs a search may ask for next (a bisection's next midpoint). When this call
-        simulates fewer points than there are ``--jobs`` local workers, as many of them as there are idle workers
-        are simulated on workers while this call's points run in this process, their results kept aside: a later
+        simulates fewer points than there are ``--jobs`` local workers, they are simulated on the idle workers
+        (one after another when there are more of them) while this call's points run in this process, and this
+        call waits for them too, so a search passes only what it expects to end by then; their results are kept
+        aside: a later
         call that asks for one takes it from there (journalled then, under the index it gets then); one never
         asked for, or one that failed, leaves no trace. Points are created and journalled in the same order
         either way, so every output is the same whatever ``--jobs``."""
@@ -355,9 +357,7 @@ class Evaluator(JournalRunner):
             return
         self.simulated += len(todo)
         rows = []
-        for load, setting in (ahead if self.executor == "local" else ()):
-            if len(todo) + len(rows) >= self.jobs:
-                break
+        for load, setting in (ahead if self.executor == "local" and len(todo) < self.jobs else ()):
             try:
                 ov, cfg, rid = self._config(load, setting)
             except ConfigError:  # asked for, it fails then, as it would have

@@ -167,8 +167,12 @@ class Tuner:
         ax = self.axis
         ok: Optional[float] = None
         bad: Optional[float] = None
-        # each round simulates ahead the load the next round likely asks for (Evaluator.run: on an idle worker)
-        first = self._run("capacity", [(self.clamp(start), setting)], [(self.clamp(start * 2.0), setting)])[0]
+        # each round simulates ahead the load the next round likely asks for (Evaluator.run: on an idle worker); the
+        # first round, both loads the first expansion round asks for when the start meets the SLOs: below capacity a
+        # point's steps, so its cost, fall about as 1/load, so the two doublings (~3/4 of the start's cost, one after
+        # the other on the worker) end about when the start does
+        first = self._run("capacity", [(self.clamp(start), setting)],
+                          [(self.clamp(start * 2.0 ** i), setting) for i in range(1, EXPAND_PER_ROUND + 1)])[0]
         at = {first.load: first}  # this search's points by load (the bracket's ends are among them)
         up = self.meets(first.metrics)
         if up:
