@@ -86,13 +86,13 @@ class PerToken(VerifyCost):
         reads = sum(decode_q)
         if reads == 0:
             return 0.0
+        if reads == len(decode_q):  # plain decodes only (q = 1 each): one read each at ctx + 1, SharedKV's very read
+            return _one_read_each(model, reads, sum(decode_ctx) + reads)  # (the same exact mean: (Σctx + n) / n)
         # Σ over requests of Σ_{j=1..q} (ctx + j) = Σ q·ctx + (Σ q² + Σ q) / 2: integers but the last halving,
         # so every partial sum is exact and the total the same float whatever the grouping
         kv_sum = sum(map(mul, decode_q, decode_ctx)) + (sum(map(mul, decode_q, decode_q)) + reads) / 2
         per_token = model.decode_attention_ms(reads, kv_sum / reads)
         if shared_kv_ms is None:
-            if reads == len(decode_q):  # plain decodes only: SharedKV's read is this very read (the same exact
-                return per_token        # mean context: (Σctx + n) / n either way), so the price is per_token's
             shared_kv_ms = _one_read_each(model, len(decode_q), sum(decode_ctx) + reads)
         return per_token if per_token >= shared_kv_ms else shared_kv_ms
 
