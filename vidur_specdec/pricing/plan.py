@@ -194,9 +194,10 @@ class PrefillPart(NamedTuple):
 
 
 NO_PREFILL = PrefillPart([], [], [], [], [])
-# a StepPlan from all its fields at once, without the generated constructor's argument handling (the engine core
-# builds one per simulated step); build_plan passes every field, so the record is the same
-_new = tuple.__new__
+# ``from_fields(Record, fields)``: a NamedTuple record from all its fields at once, without the generated
+# constructor's argument handling (the engine core builds a StepPlan and a DecodePart per simulated step); every
+# field is passed, so the record is the same
+from_fields = tuple.__new__
 
 
 def build_plan(k: int, drafter_sync: bool, dec: DecodePart, pre: PrefillPart = NO_PREFILL,
@@ -211,14 +212,14 @@ def build_plan(k: int, drafter_sync: bool, dec: DecodePart, pre: PrefillPart = N
     num_tokens = d_tokens + p_tokens
     if npf:
         zeros = (0,) * npf
-        return _new(StepPlan, (
+        return from_fields(StepPlan, (
             k, drafter_sync, tuple(dec.ids + pre.ids), tuple(dec.indices + pre.indices),
             (True,) * nd + (False,) * npf, tuple(dq + pre.chunks), tuple(dec.context + pre.context),
             tuple(dec.guesses) + zeros, tuple(dec.accepted) + zeros, num_tokens, nd,
             sum(dec.guesses), sum(dec.accepted), p_tokens, sum(dec.context) + sum(pre.context),
             d_tokens + sum(pre.completes), nd - dq.count(1), dq, dec.context,
             list(zip(pre.context, pre.chunks)), dec.catchup, dec.previous_q, None, tuple(draft_recompute)))
-    return _new(StepPlan, (
+    return from_fields(StepPlan, (
         k, drafter_sync, tuple(dec.ids), tuple(dec.indices), (True,) * nd, tuple(dq),
         tuple(dec.context), tuple(dec.guesses), tuple(dec.accepted), num_tokens, nd,
         sum(dec.guesses), sum(dec.accepted), 0, sum(dec.context), d_tokens, nd - dq.count(1), dq,

@@ -121,6 +121,11 @@ def _stats(times: np.ndarray) -> Dict[str, np.ndarray]:
     return {"min": t, "max": t, "mean": t, "median": t, "std": std}
 
 
+def _time_columns(ops, times: Mapping) -> Dict[str, np.ndarray]:
+    """Vidur's ``time_stats.<op>.<stat>`` columns (ms) of ``ops``, from each op's times."""
+    return {f"time_stats.{op}.{s}": v for op in ops for s, v in _stats(times[op]).items()}
+
+
 def build_mlp_df(
     spec: ModelSpec,
     device: Mapping,
@@ -140,10 +145,7 @@ def build_mlp_df(
         times = kernels.mlp_op_times(spec, tp, tokens)
     else:
         times = mlp_op_times(spec, device, tp, tokens, efficiency)
-    cols = {}
-    for op in MLP_OPS:
-        for s, v in _stats(times[op]).items():
-            cols[f"time_stats.{op}.{s}"] = v
+    cols = _time_columns(MLP_OPS, times)
     n = len(tokens)
     meta = {
         "n_head": spec.num_heads,
@@ -179,10 +181,7 @@ def build_attention_df(
         times = attention_op_times(
             spec, device, tp, grid["batch_size"], grid["kv_cache_size"], grid["prefill_chunk_size"], efficiency
         )
-    cols = {}
-    for op in ATTENTION_OPS:
-        for s, v in _stats(times[op]).items():
-            cols[f"time_stats.{op}.{s}"] = v
+    cols = _time_columns(ATTENTION_OPS, times)
     n = len(grid)
     cols["n_embd"] = np.full(n, spec.hidden_size)
     cols["n_q_head"] = np.full(n, spec.num_heads)

@@ -37,12 +37,8 @@ from math import ceil
 from typing import List, Optional
 
 from vidur_specdec.engine.core.request import advance_step
-from vidur_specdec.pricing.plan import DecodePart, PrefillPart, build_plan
+from vidur_specdec.pricing.plan import DecodePart, PrefillPart, build_plan, from_fields
 from vidur_specdec.speculation.schedule import KSchedule
-
-# a record from all its fields at once, without a NamedTuple's generated constructor (one per simulated step;
-# pricing.plan.build_plan builds its StepPlan the same way)
-_record = tuple.__new__
 
 
 class Step:
@@ -329,7 +325,7 @@ class SarathiRank:
             pq.append(q)
         if not dec and not pre:
             return None
-        return Step(dec + pre, self._plan(_record(DecodePart, (ids, idx, dq, ctx, gs, accs, catch, prev)), pre, pq))
+        return Step(dec + pre, self._plan(from_fields(DecodePart, (ids, idx, dq, ctx, gs, accs, catch, prev)), pre, pq))
 
     def _allocate_held(self, r) -> None:
         """A request already holding blocks (a decode instance's loaded prompt) takes one more when its next
