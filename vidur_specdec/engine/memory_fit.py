@@ -23,7 +23,11 @@ from vidur_specdec.speculation import proposers
 
 
 def plan_at(cfg: RunConfig, dep: Deployment, tp: int, dtp: int, head: tuple = (0, 0),
-             ep: Optional[int] = None, device: Optional[DeviceSpec] = None) -> memory.MemoryPlan:
+            ep: Optional[int] = None, device: Optional[DeviceSpec] = None) -> memory.MemoryPlan:
+    """The memory plan (:func:`vidur_specdec.costs.memory.plan`: weights, KV blocks) of ``dep`` at target tensor
+    parallel size ``tp`` and drafter tensor parallel size ``dtp``; ``head``: a draft head's (weight bytes, KV bytes
+    per token) per GPU on the target's GPUs; ``ep`` (default the deployment's) and ``device`` (default its GPU)
+    for a trial of another size."""
     ep = dep.ep if ep is None else ep
     k = cfg.speculative.num_speculative_tokens if cfg.speculative.enabled else 0  # a state layer's extra slots
     return memory.plan(dep.model, device or dep.device, cfg.scheduler.block_size,

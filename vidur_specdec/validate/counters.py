@@ -17,8 +17,6 @@ model names), as vLLM v1 exposes them:
 from __future__ import annotations
 
 import math
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Tuple, Union

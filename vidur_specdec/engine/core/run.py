@@ -83,7 +83,7 @@ def run_core(p, sim_mod):
     for rid in range(n):
         sched = DataParallelGroup([_rank(p) for _ in range(dep.dp)]) if dep.dp > 1 else _rank(p)
         replicas.append(Replica(rid, sched, p.pricer, dep.pp))
-    recorder = StepRecorder(False) if dep.pp == 1 else PipelineStepRecorder(dep.pp, False)  # replicas: requests'
+    recorder = StepRecorder(track_replicas=False) if dep.pp == 1 else PipelineStepRecorder(dep.pp, track_replicas=False)  # replicas: requests'
     loop = Loop(replicas, GLOBAL_SCHEDULERS[p.cfg.parallel.global_scheduler](replicas), recorder)
     concurrency = _concurrency(p.cfg)
     requests = _requests(p.specs, concurrency is not None)
@@ -115,7 +115,7 @@ def _run_pools(top, sim_mod):
             replicas.append(Replica(rid, scheds[rid], pool.prepared.pricer, 1, pool.role))
     requests = _requests(top.specs, _concurrency(top.cfg) is not None)
     router = PoolRouter(scheds, ids, top.link, top.cfg.disaggregation.router, len(requests))
-    recorder = StepRecorder(False)
+    recorder = StepRecorder(track_replicas=False)
     loop = Loop(replicas, router.assign, recorder)
     router.loop = loop
     _start(loop, requests, _concurrency(top.cfg))
