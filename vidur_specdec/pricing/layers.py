@@ -67,7 +67,7 @@ class MeanLayer:
         if lin is None:
             lin = self._linear_ops(T)
         rope, pre, post, up, down, act, attn_norm, mlp_norm, add, tp_comm = lin
-        comp = plan.composition
+        comp = plan  # a step plan is its own composition (StepPlan.composition)
         if moe is not None:  # the MoE layers' share rides on up_proj; their down_proj and act are inside it
             up = dense_share * up + (1.0 - dense_share) * moe[0]
             down = dense_share * down

@@ -158,7 +158,8 @@ class StepPricer:
         if layer.moe_spec is not None and moe is None:
             moe = layer.moe(plan)
         ops = layer.ops(plan, moe, layer.dense_share)
-        draft = self.draft_ms(plan.composition)
+        proposer = self.proposer  # draft_ms, inline (every step's path): a step plan is its own composition
+        draft = proposer.step_time_ms(plan) if proposer is not None else 0.0
         comm = 2 * self.num_layers * ops[12]
         extra = self.extra(plan)
         lm, sampling, overhead = (extra.lm_head_ms, extra.sampling_ms, extra.overhead_ms) if extra else (0.0, 0.0, 0.0)
