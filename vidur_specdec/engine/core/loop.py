@@ -132,7 +132,7 @@ class Loop:
                     self._release(time, done)
                 return
             plan = step.plan
-            if plan.has_prefill:  # only a prefill chunk's request can be new here
+            if plan.prefill_tokens:  # some prefill chunk (never empty): only its request can be new here
                 for r in step.requests:
                     if not r.scheduled:
                         r.on_schedule(time)

@@ -41,7 +41,7 @@ class PrefillRank(SarathiRank):
     router: "PoolRouter" = None
     unit: int = -1
 
-    def release(self, step: Step) -> None:
+    def release(self, step: Step, done=None) -> None:
         done = []
         for r in step.requests:
             if r.completed:
@@ -65,8 +65,8 @@ class DecodeRank(SarathiRank):
             return True  # its loaded prompt's blocks are held; the last prompt token fits in them
         return super().can_allocate(r)
 
-    def release(self, step: Step) -> None:
-        super().release(step)
+    def release(self, step: Step, done=None) -> None:
+        super().release(step, done)
         self.router.admit(self.unit, self.router.loop.time)
 
 

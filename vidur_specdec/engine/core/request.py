@@ -97,15 +97,18 @@ class CoreRequest:
             self.scheduled_at = time
 
 
-def advance_step(requests, plan, time: float) -> None:
+def advance_step(requests, plan, time: float) -> list:
     """The end of a step at ``time`` (s): each of its ``requests`` (in the order of ``plan``'s columns) advances
     by its tokens advanced, accepted + 1 when decoding (its counters and catch-up move with it) or its chunk when
-    prefilling, then finishes its prefill (and samples its first token) or completes."""
+    prefilling, then finishes its prefill (and samples its first token) or completes. Returns the requests that
+    completed (in step order)."""
+    done = []
     for r, decoding, q, g, a in zip(requests, plan.decoding, plan.tokens_charged, plan.guesses, plan.accepted):
         if decoding:
             r.decode_steps += 1
-            r.guesses += g
-            r.accepted_tokens += a
+            if g:  # no guess, nothing accepted (a plain decode)
+                r.guesses += g
+                r.accepted_tokens += a
             r.catchup_tokens = q = a + 1
             r.previous_q_tokens = g + 1
         processed = r.processed = r.processed + q
@@ -117,3 +120,5 @@ def advance_step(requests, plan, time: float) -> None:
         if processed == r.total_tokens:
             r.completed_at = time
             r.completed = True
+            done.append(r)
+    return done

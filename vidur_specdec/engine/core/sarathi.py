@@ -215,19 +215,22 @@ class SarathiRank:
                 prefills.append(r)
                 continue
             # tokens charged: 1 + guesses, one token of the budget kept for every decode still to be placed
-            if to_place > 0:
-                to_place -= 1
-            if plain:
-                guesses = r.total_tokens - r.processed - 1
-                if guesses > k:
-                    guesses = k
+            if not guessing:  # no proposer (or k = 0 and no tree): one token, nothing kept for later decodes
+                guesses = 0
             else:
-                guesses = self._wanted_guesses(r) if guessing else 0
-            budget = chunk - total - to_place - 1
-            if guesses > budget:
-                guesses = budget if budget > 0 else 0
-            if tree is not None and guesses < tree:
-                guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
+                if to_place > 0:
+                    to_place -= 1
+                if plain:
+                    guesses = r.total_tokens - r.processed - 1
+                    if guesses > k:
+                        guesses = k
+                else:
+                    guesses = self._wanted_guesses(r)
+                budget = chunk - total - to_place - 1
+                if guesses > budget:
+                    guesses = budget if budget > 0 else 0
+                if tree is not None and guesses < tree:
+                    guesses = 0  # a tree is not cut to fit the budget: the request decodes plainly this step
             rid = r.id
             res = guesses + lookahead  # tokens past processed + 1 its KV is held for (this step)
             # KV blocks: with guesses or lookahead for processed + 1 + reserve tokens (at least one block free),
@@ -359,12 +362,15 @@ class SarathiRank:
     # ------------------------------------------------------------------ a step ends
     def end_step(self, step: Step, time: float) -> list:
         """Advance the step's requests at ``time`` (s); returns them (completed ones have freed their KV)."""
-        advance_step(step.requests, step.plan, time)
-        self.release(step)
+        self.release(step, advance_step(step.requests, step.plan, time))
         return step.requests
 
-    def release(self, step: Step) -> None:
-        """The step's requests leave it: completed ones free their blocks, the others run on."""
+    def release(self, step: Step, done=None) -> None:
+        """The step's requests leave it: completed ones free their blocks, the others run on (in step order).
+        ``done``: the requests of the step that completed, when the caller knows them (None: each is looked at)."""
+        if done is not None and not done:  # none completed (most steps): all run on
+            self.running += step.requests
+            return
         for r in step.requests:
             if r.completed:
                 self.free(r.id)
