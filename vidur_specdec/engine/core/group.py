@@ -70,8 +70,8 @@ class DataParallelGroup:
         return Step(reqs, merge_ranks([p.plan if p is not None else None for p in parts]), parts=parts)
 
     def end_step(self, step: Step, time: float) -> list:
-        done = advance_step(step.requests, step.plan, time) or None  # none completed: every rank's run on
+        none_done = not advance_step(step.requests, step.plan, time)  # then every rank's requests run on
         for rank, part in zip(self.ranks, step.parts):
             if part is not None:
-                rank.release(part, () if done is None else None)
+                rank.release(part, () if none_done else None)
         return step.requests

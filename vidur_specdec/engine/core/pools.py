@@ -42,13 +42,13 @@ class PrefillRank(SarathiRank):
     unit: int = -1
 
     def release(self, step: Step, done=None) -> None:
-        done = []
+        prefilled = []  # (``done`` unused: each request is looked at)
         for r in step.requests:
             if r.completed:
-                done.append(r)  # blocks held: freed by the router once the KV has moved
+                prefilled.append(r)  # blocks held: freed by the router once the KV has moved
             else:
                 self.running.append(r)
-        for r in done:
+        for r in prefilled:
             self.router.on_prefill_done(r, self.router.loop.time, self.unit)
 
 

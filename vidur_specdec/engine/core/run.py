@@ -83,7 +83,9 @@ def run_core(p, sim_mod):
     for rid in range(n):
         sched = DataParallelGroup([_rank(p) for _ in range(dep.dp)]) if dep.dp > 1 else _rank(p)
         replicas.append(Replica(rid, sched, p.pricer, dep.pp))
-    recorder = StepRecorder(track_replicas=False) if dep.pp == 1 else PipelineStepRecorder(dep.pp, track_replicas=False)  # replicas: requests'
+    # each request knows its replica (set by the global schedule), so the recorder need not track it
+    recorder = (StepRecorder(track_replicas=False) if dep.pp == 1
+                else PipelineStepRecorder(dep.pp, track_replicas=False))
     loop = Loop(replicas, GLOBAL_SCHEDULERS[p.cfg.parallel.global_scheduler](replicas), recorder)
     concurrency = _concurrency(p.cfg)
     requests = _requests(p.specs, concurrency is not None)
