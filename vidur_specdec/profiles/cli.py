@@ -23,7 +23,6 @@ from vidur_specdec.costs.profiles import (
 from vidur_specdec.console import Parser
 from vidur_specdec.hardware.devices import DeviceError, get_device
 from vidur_specdec.outfolder import check, clear
-from vidur_specdec.profiles import calibrate as calibration
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -88,6 +87,8 @@ def _run(args: argparse.Namespace) -> None:
         print(f"# {spec.name} on {args.device}, tp={args.tp}, vs {args.measured}")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     elif args.profiles_command == "calibrate":
+        from vidur_specdec.profiles import calibrate as calibration  # the fit and its report: this command only
+
         print(calibration.run(args.shared, write=args.write, per_op=args.per_op))
 
 

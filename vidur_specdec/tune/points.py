@@ -348,9 +348,8 @@ class Evaluator(JournalRunner):
         simulates fewer points than there are ``--jobs`` local workers, they are simulated on the idle workers
         (one after another when there are more of them) while this call's points run in this process, and this
         call waits for them too, so a search passes only what it expects to end by then; their results are kept
-        aside: a later
-        call that asks for one takes it from there (journalled then, under the index it gets then); one never
-        asked for, or one that failed, leaves no trace. Points are created and journalled in the same order
+        aside: a later call that asks for one takes it from there (journalled then, under the index it gets then);
+        one never asked for, or one that failed, leaves no trace. Points are created and journalled in the same order
         either way, so every output is the same whatever ``--jobs``."""
         todo = [p for p in self._pending(points) if not self._from_ahead(p)]
         if not todo:

@@ -129,9 +129,13 @@ class Tuner:
         return max(sizes) if sizes else None
 
     # ------------------------------------------------------------------ helpers
-    def meets(self, m: Dict) -> bool:
+    def _latencies(self, m: Dict) -> Tuple[Optional[float], Optional[float]]:
+        """A point's (TTFT, TPOT) in ms at the SLO percentile (None: not in its metrics)."""
         pct = self.slo["percentile"]
-        ttft, tpot = m.get(f"ttft_ms_p{pct}"), m.get(f"tpot_ms_p{pct}")
+        return m.get(f"ttft_ms_p{pct}"), m.get(f"tpot_ms_p{pct}")
+
+    def meets(self, m: Dict) -> bool:
+        ttft, tpot = self._latencies(m)
         return (ttft is not None and ttft <= self.slo["ttft_ms"]) and (tpot is None or tpot <= self.slo["tpot_ms"])
 
     def _run(self, phase: str, pairs: List[Tuple[float, Setting]],
@@ -143,8 +147,7 @@ class Tuner:
     def margin(self, m: Dict) -> Optional[float]:
         """How far a point is from the SLOs: the larger of TTFT / its SLO and TPOT / its SLO at the SLO
         percentile (<= 1: met); None when its TTFT is missing."""
-        pct = self.slo["percentile"]
-        ttft, tpot = m.get(f"ttft_ms_p{pct}"), m.get(f"tpot_ms_p{pct}")
+        ttft, tpot = self._latencies(m)
         if ttft is None:
             return None
         return max(ttft / self.slo["ttft_ms"], tpot / self.slo["tpot_ms"] if tpot is not None else 0.0)
